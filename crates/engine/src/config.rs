@@ -1,0 +1,229 @@
+//! Engine configuration: every SQLite knob the write-ups measured, the group-commit knobs and
+//! the resource bounds. Fixed-at-creation facts (partitions, seed, index mode) live here too and
+//! are recorded in the manifest; the rest may change from one open to the next.
+
+use std::{fmt, str::FromStr, time::Duration};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// How records are found by key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexMode {
+    /// The compact hash index: ~8-10 bytes a record, one index page read per lookup.
+    #[default]
+    Hash,
+    /// A SQLite UNIQUE index on the key: the obvious design, kept as a baseline.
+    Sqlite,
+    /// No index: append-only, lookups by key are refused.
+    None,
+}
+
+/// SQLite's journal mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JournalMode {
+    /// Write-ahead log: readers never block the writer.
+    #[default]
+    Wal,
+    /// The rollback journal (SQLite's default): readers and the writer block each other.
+    Delete,
+}
+
+/// SQLite's `synchronous` setting: what an acknowledged write survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Synchronous {
+    /// fsync at every commit: an acknowledged write survives power loss.
+    #[default]
+    Full,
+    /// In WAL mode, fsync only at checkpoints: survives a process crash, not power loss.
+    Normal,
+    /// No fsync at all: for bulk loads and benchmarks of the ceiling only.
+    Off,
+}
+
+/// How the writer opens its transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TxMode {
+    /// `BEGIN IMMEDIATE`: take the write lock up front, so no upgrade can fail.
+    #[default]
+    Immediate,
+    /// `BEGIN DEFERRED`: SQLite's default, kept to measure the difference.
+    Deferred,
+}
+
+macro_rules! text_enum {
+    ($ty:ty { $($variant:ident => $text:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The word used in flags, config files and the manifest.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text),+ }
+            }
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl FromStr for $ty {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self> {
+                match s {
+                    $($text => Ok(Self::$variant),)+
+                    _ => Err(Error::Config(format!(
+                        "`{s}` is not one of: {}", [$($text),+].join(", ")
+                    ))),
+                }
+            }
+        }
+    };
+}
+text_enum!(IndexMode { Hash => "hash", Sqlite => "sqlite", None => "none" });
+text_enum!(JournalMode { Wal => "wal", Delete => "delete" });
+text_enum!(Synchronous { Full => "full", Normal => "normal", Off => "off" });
+text_enum!(TxMode { Immediate => "immediate", Deferred => "deferred" });
+
+/// Largest partition count a data directory may have (file names carry four digits).
+pub const MAX_PARTITIONS: u32 = 4096;
+
+/// Everything a [`crate::Store`] can be told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Partition count of a new data directory (recorded in the manifest).
+    pub partitions: u32,
+    /// Index mode of a new data directory (recorded in the manifest).
+    pub index: IndexMode,
+    /// Hash seed of a new data directory (recorded in the manifest).
+    pub hash_seed: u64,
+    /// SQLite journal mode.
+    pub journal: JournalMode,
+    /// SQLite `synchronous`.
+    pub synchronous: Synchronous,
+    /// SQLite page size of new partitions, bytes (512..=65536, a power of two).
+    pub page_size: u32,
+    /// SQLite `mmap_size` per connection, bytes (0: no memory mapping).
+    pub mmap_size: u64,
+    /// SQLite page cache per connection, KiB.
+    pub cache_size_kib: u32,
+    /// How the writer begins transactions.
+    pub transaction: TxMode,
+    /// Largest value accepted, bytes.
+    pub max_value: usize,
+    /// Writer threads; partition `p` belongs to thread `p % writer_threads`.
+    pub writer_threads: usize,
+    /// Requests each writer thread's queue holds before writes are refused as overloaded.
+    pub queue_capacity: usize,
+    /// Most requests committed in one transaction.
+    pub max_batch: usize,
+    /// How long a writer waits for more requests after the first, microseconds (0: none).
+    pub max_linger_us: u64,
+    /// Read-only connections kept per partition, opened on demand.
+    pub readers_per_partition: usize,
+    /// WAL pages after which the writer runs a passive checkpoint.
+    pub checkpoint_pages: u32,
+    /// Recent index entries (in RAM) after which a partition's index is merged into its file.
+    pub merge_threshold: usize,
+    /// Fingerprint width of a new data directory; below 32 only to force collisions in tests.
+    pub fingerprint_bits: u8,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            partitions: 256,
+            index: IndexMode::Hash,
+            hash_seed: 0x5348_4152_444C_4954, // "SHARDLIT"
+            journal: JournalMode::Wal,
+            synchronous: Synchronous::Full,
+            page_size: 4096,
+            mmap_size: 0,
+            cache_size_kib: 2048,
+            transaction: TxMode::Immediate,
+            max_value: 1 << 20,
+            writer_threads: 4,
+            queue_capacity: 4096,
+            max_batch: 1024,
+            max_linger_us: 0,
+            readers_per_partition: 2,
+            checkpoint_pages: 4096,
+            merge_threshold: 1 << 20,
+            fingerprint_bits: 32,
+        }
+    }
+}
+
+impl Config {
+    /// The linger as a duration.
+    pub fn max_linger(&self) -> Duration {
+        Duration::from_micros(self.max_linger_us)
+    }
+
+    /// Rejects settings the engine cannot run with, saying which and why.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(msg));
+        if !(1..=MAX_PARTITIONS).contains(&self.partitions) {
+            return bad(format!("partitions must be 1..={MAX_PARTITIONS}, got {}", self.partitions));
+        }
+        if !(512..=65536).contains(&self.page_size) || !self.page_size.is_power_of_two() {
+            return bad(format!("page_size must be a power of two in 512..=65536, got {}", self.page_size));
+        }
+        if self.max_value > crate::MAX_VALUE_LIMIT {
+            return bad(format!("max_value must be at most {} bytes", crate::MAX_VALUE_LIMIT));
+        }
+        for (name, v) in [
+            ("writer_threads", self.writer_threads),
+            ("queue_capacity", self.queue_capacity),
+            ("max_batch", self.max_batch),
+            ("readers_per_partition", self.readers_per_partition),
+            ("merge_threshold", self.merge_threshold),
+        ] {
+            if v == 0 {
+                return bad(format!("{name} must be at least 1"));
+            }
+        }
+        if !(1..=32).contains(&self.fingerprint_bits) {
+            return bad(format!("fingerprint_bits must be 1..=32, got {}", self.fingerprint_bits));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enums_round_trip_through_text() {
+        for mode in [IndexMode::Hash, IndexMode::Sqlite, IndexMode::None] {
+            assert_eq!(mode.as_str().parse::<IndexMode>(), Ok(mode));
+        }
+        for s in [Synchronous::Full, Synchronous::Normal, Synchronous::Off] {
+            assert_eq!(s.to_string().parse::<Synchronous>(), Ok(s));
+        }
+        let err = "fast".parse::<Synchronous>().unwrap_err();
+        assert!(err.to_string().contains("full, normal, off"), "{err}");
+    }
+
+    #[test]
+    fn config_reads_from_toml_with_defaults() {
+        let cfg: Config = toml::from_str("synchronous = \"normal\"\nmax_batch = 64\n").unwrap();
+        assert_eq!(cfg.synchronous, Synchronous::Normal);
+        assert_eq!(cfg.max_batch, 64);
+        assert_eq!(cfg.journal, JournalMode::Wal);
+        assert!(toml::from_str::<Config>("no_such_knob = 1").is_err());
+    }
+
+    #[test]
+    fn validate_names_the_bad_field() {
+        let cfg = Config { page_size: 3000, ..Config::default() };
+        assert!(cfg.validate().unwrap_err().to_string().contains("page_size"));
+        let cfg = Config { partitions: 0, ..Config::default() };
+        assert!(cfg.validate().unwrap_err().to_string().contains("partitions"));
+        assert!(Config::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,503 @@
+//! The compact index file `pNNNN.idx`, byte by byte, and the code that reads and writes it.
+//!
+//! An entry is one little-endian `u64`: `fingerprint << 32 | record_id`, so sorting entries sorts
+//! them by fingerprint, then id. Fingerprints are spread over `bucket_count` buckets by
+//! multiply-shift (`fp * bucket_count >> 32`), which keeps buckets in fingerprint order: a file
+//! is one sorted run cut into pages. Each bucket owns one page; the rare entries that do not fit
+//! their page go to a small overflow section that is kept in RAM, so a lookup reads exactly one
+//! page.
+//!
+//! ```text
+//! page 0: header (4096 bytes)
+//!   0..8    magic  b"SHLTIDX\0"
+//!   8..12   format version (u32) = 1
+//!   12..16  page size (u32) = 4096
+//!   16..24  bucket count (u64)
+//!   24..32  watermark: every record id <= this is covered (u64)
+//!   32..40  entry count, pages + overflow (u64)
+//!   40..48  overflow entry count (u64)
+//!   48..52  fingerprint bits (u32)
+//!   52..56  crc32c of bytes 0..52
+//!   56..    zero
+//! page 1 + b: bucket b (4096 bytes)
+//!   0..2    entry count n (u16, <= 511)
+//!   2..4    zero
+//!   4..8    crc32c of bytes 0..4 followed by bytes 8..8+8n
+//!   8..     n entries, sorted; the rest zero
+//! after the last page: overflow entries (u64 each, sorted), then crc32c of them (u32)
+//! ```
+
+use std::{
+    fs::File,
+    io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write},
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+};
+
+use crate::{layout, Error, Result};
+
+/// Bytes in a page.
+pub const PAGE: usize = 4096;
+/// Entries that fit one bucket page.
+pub const PAGE_CAPACITY: usize = (PAGE - 8) / 8;
+const MAGIC: &[u8; 8] = b"SHLTIDX\0";
+const VERSION: u32 = 1;
+/// Average bucket fill a new file is sized for: 85% keeps overflow rare (a bucket of 434
+/// expected entries overflows 511 at ~3.7 sigma) while costing 4096 / 434 = 9.4 bytes a record.
+const TARGET_FILL: f64 = 0.85;
+
+/// Packs a fingerprint and record id into one sortable entry.
+pub fn entry(fingerprint: u32, id: u32) -> u64 {
+    (u64::from(fingerprint) << 32) | u64::from(id)
+}
+
+/// The fingerprint of an entry.
+pub fn entry_fingerprint(e: u64) -> u32 {
+    (e >> 32) as u32
+}
+
+/// The record id of an entry.
+pub fn entry_id(e: u64) -> u32 {
+    e as u32
+}
+
+/// The range of entries with fingerprint `fp`.
+pub fn fingerprint_range(fp: u32) -> std::ops::RangeInclusive<u64> {
+    entry(fp, 0)..=entry(fp, u32::MAX)
+}
+
+fn bucket_of(fp: u32, buckets: u64) -> u64 {
+    (u64::from(fp) * buckets) >> 32
+}
+
+/// The bucket count a file of `entries` entries is written with.
+pub fn buckets_for(entries: u64) -> u64 {
+    ((entries as f64 / (PAGE_CAPACITY as f64 * TARGET_FILL)).ceil() as u64).max(1)
+}
+
+/// The fixed facts of a file, from its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Bucket pages in the file.
+    pub buckets: u64,
+    /// Every record id up to this one is covered by the file.
+    pub watermark: u64,
+    /// Entries in pages plus overflow.
+    pub entries: u64,
+    /// Entries in the overflow section.
+    pub overflow: u64,
+    /// Fingerprint width of the entries.
+    pub fingerprint_bits: u32,
+}
+
+impl Header {
+    fn encode(&self) -> [u8; PAGE] {
+        let mut page = [0u8; PAGE];
+        page[0..8].copy_from_slice(MAGIC);
+        page[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        page[12..16].copy_from_slice(&(PAGE as u32).to_le_bytes());
+        page[16..24].copy_from_slice(&self.buckets.to_le_bytes());
+        page[24..32].copy_from_slice(&self.watermark.to_le_bytes());
+        page[32..40].copy_from_slice(&self.entries.to_le_bytes());
+        page[40..48].copy_from_slice(&self.overflow.to_le_bytes());
+        page[48..52].copy_from_slice(&self.fingerprint_bits.to_le_bytes());
+        let crc = crc32c::crc32c(&page[0..52]);
+        page[52..56].copy_from_slice(&crc.to_le_bytes());
+        page
+    }
+
+    fn decode(page: &[u8; PAGE]) -> std::result::Result<Self, String> {
+        if &page[0..8] != MAGIC {
+            return Err("bad magic: not a shardlite index file".into());
+        }
+        let crc = u32_at(page, 52);
+        if crc != crc32c::crc32c(&page[0..52]) {
+            return Err("header checksum mismatch".into());
+        }
+        let version = u32_at(page, 8);
+        if version != VERSION {
+            return Err(format!("format version {version}, this build reads {VERSION}"));
+        }
+        if u32_at(page, 12) as usize != PAGE {
+            return Err(format!("page size {}, expected {PAGE}", u32_at(page, 12)));
+        }
+        Ok(Self {
+            buckets: u64_at(page, 16),
+            watermark: u64_at(page, 24),
+            entries: u64_at(page, 32),
+            overflow: u64_at(page, 40),
+            fingerprint_bits: u32_at(page, 48),
+        })
+    }
+
+    fn file_len(&self) -> u64 {
+        (1 + self.buckets) * PAGE as u64 + self.overflow * 8 + 4
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn page_crc(page: &[u8; PAGE], n: usize) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&page[0..4]), &page[8..8 + 8 * n])
+}
+
+/// Decodes a bucket page's entries after checking its count and checksum.
+fn page_entries(page: &[u8; PAGE]) -> std::result::Result<impl Iterator<Item = u64> + '_, String> {
+    let n = usize::from(u16::from_le_bytes([page[0], page[1]]));
+    if n > PAGE_CAPACITY {
+        return Err(format!("page entry count {n} exceeds {PAGE_CAPACITY}"));
+    }
+    if u32_at(page, 4) != page_crc(page, n) {
+        return Err("page checksum mismatch".into());
+    }
+    Ok(page[8..8 + 8 * n].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))))
+}
+
+/// An open index file (or the empty index of a partition that has none yet).
+#[derive(Debug)]
+pub struct MainIndex {
+    path: PathBuf,
+    file: Option<File>,
+    header: Header,
+    overflow: Vec<u64>,
+}
+
+impl MainIndex {
+    /// The index of a partition with no file: covers nothing.
+    pub fn empty(path: &Path, fingerprint_bits: u32) -> Self {
+        let header = Header { buckets: 0, watermark: 0, entries: 0, overflow: 0, fingerprint_bits };
+        Self { path: path.to_owned(), file: None, header, overflow: Vec::new() }
+    }
+
+    /// Opens a file, checking its header, length and overflow section (pages are checked as
+    /// they are read). `Err(Corrupt)` means the file must be rebuilt.
+    pub fn open(path: &Path) -> Result<Self> {
+        let corrupt = |what: String| Error::Corrupt { path: path.to_owned(), what };
+        let mut file = File::open(path).map_err(|e| Error::io(path, &e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, &e))?.len();
+        let mut page = [0u8; PAGE];
+        if len < PAGE as u64 {
+            return Err(corrupt(format!("truncated: {len} bytes")));
+        }
+        file.read_exact(&mut page).map_err(|e| Error::io(path, &e))?;
+        let header = Header::decode(&page).map_err(corrupt)?;
+        if len != header.file_len() {
+            return Err(corrupt(format!("length {len}, header implies {}", header.file_len())));
+        }
+        let mut raw = vec![0u8; header.overflow as usize * 8 + 4];
+        file.seek(SeekFrom::Start((1 + header.buckets) * PAGE as u64))
+            .and_then(|_| file.read_exact(&mut raw))
+            .map_err(|e| Error::io(path, &e))?;
+        let (body, crc) = raw.split_at(raw.len() - 4);
+        if u32_at(crc, 0) != crc32c::crc32c(body) {
+            return Err(corrupt("overflow checksum mismatch".into()));
+        }
+        let overflow = body.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        Ok(Self { path: path.to_owned(), file: Some(file), header, overflow })
+    }
+
+    /// The file's header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The path of the file (which may not exist for an empty index).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes the file takes on disk.
+    pub fn file_bytes(&self) -> u64 {
+        if self.file.is_some() {
+            self.header.file_len()
+        } else {
+            0
+        }
+    }
+
+    /// Appends the ids of entries with fingerprint `fp` to `out`: one page read.
+    pub fn lookup(&self, fp: u32, out: &mut Vec<u32>) -> Result<()> {
+        let Some(file) = &self.file else { return Ok(()) };
+        let bucket = bucket_of(fp, self.header.buckets);
+        let mut page = [0u8; PAGE];
+        file.read_exact_at(&mut page, (1 + bucket) * PAGE as u64).map_err(|e| Error::io(&self.path, &e))?;
+        let entries = page_entries(&page)
+            .map_err(|what| Error::Corrupt { path: self.path.clone(), what: format!("bucket {bucket}: {what}") })?;
+        out.extend(entries.filter(|e| entry_fingerprint(*e) == fp).map(entry_id));
+        let range = fingerprint_range(fp);
+        let start = self.overflow.partition_point(|e| *e < *range.start());
+        out.extend(self.overflow[start..].iter().take_while(|e| range.contains(e)).map(|e| entry_id(*e)));
+        Ok(())
+    }
+
+    /// Every entry in sorted order, read sequentially; each page's checksum is checked.
+    pub fn scan(&self) -> Result<Scan<'_>> {
+        let reader = match &self.file {
+            Some(file) => {
+                let mut f = file.try_clone().map_err(|e| Error::io(&self.path, &e))?;
+                f.seek(SeekFrom::Start(PAGE as u64)).map_err(|e| Error::io(&self.path, &e))?;
+                Some(BufReader::with_capacity(1 << 20, f))
+            }
+            None => None,
+        };
+        Ok(Scan { index: self, reader, bucket: 0, page: Vec::new().into_iter(), overflow: 0 })
+    }
+}
+
+/// A sequential pass over an index file's entries, in sorted order.
+pub struct Scan<'a> {
+    index: &'a MainIndex,
+    reader: Option<BufReader<File>>,
+    bucket: u64,
+    page: std::vec::IntoIter<u64>,
+    overflow: usize,
+}
+
+impl Scan<'_> {
+    fn refill(&mut self) -> Result<bool> {
+        let Some(reader) = &mut self.reader else { return Ok(false) };
+        while self.bucket < self.index.header.buckets {
+            let mut page = [0u8; PAGE];
+            reader.read_exact(&mut page).map_err(|e| Error::io(&self.index.path, &e))?;
+            let entries = page_entries(&page).map_err(|what| Error::Corrupt {
+                path: self.index.path.clone(),
+                what: format!("bucket {}: {what}", self.bucket),
+            })?;
+            let entries: Vec<u64> = entries.collect();
+            self.bucket += 1;
+            if !entries.is_empty() {
+                self.page = entries.into_iter();
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn next_from_pages(&mut self) -> Result<Option<u64>> {
+        if let Some(e) = self.page.as_slice().first().copied() {
+            return Ok(Some(e));
+        }
+        Ok(if self.refill()? { self.page.as_slice().first().copied() } else { None })
+    }
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<u64>;
+
+    fn next(&mut self) -> Option<Result<u64>> {
+        let from_pages = match self.next_from_pages() {
+            Ok(e) => e,
+            Err(err) => {
+                self.reader = None;
+                self.page = Vec::new().into_iter();
+                return Some(Err(err));
+            }
+        };
+        let from_overflow = self.index.overflow.get(self.overflow).copied();
+        match (from_pages, from_overflow) {
+            (Some(p), Some(o)) if o < p => {
+                self.overflow += 1;
+                Some(Ok(o))
+            }
+            (Some(_), _) => self.page.next().map(Ok),
+            (None, Some(o)) => {
+                self.overflow += 1;
+                Some(Ok(o))
+            }
+            (None, None) => None,
+        }
+    }
+}
+
+/// Writes a new index file at `path` (atomically) from `entries` in ascending order.
+/// `expected` sizes the bucket count; the true count may be lower (dropped entries).
+pub fn write(
+    path: &Path,
+    expected: u64,
+    watermark: u64,
+    fingerprint_bits: u32,
+    entries: impl Iterator<Item = Result<u64>>,
+) -> Result<Header> {
+    let buckets = buckets_for(expected);
+    let mut header = Header { buckets, watermark, entries: 0, overflow: 0, fingerprint_bits };
+    let mut failure = None;
+    layout::replace_file(path, |file| {
+        let mut out = BufWriter::with_capacity(1 << 20, &mut *file);
+        out.write_all(&[0u8; PAGE])?;
+        let mut pages = PageWriter { out, bucket: 0, page: Vec::with_capacity(PAGE_CAPACITY), overflow: Vec::new() };
+        let mut last = None;
+        for e in entries {
+            let e = match e {
+                Ok(e) => e,
+                Err(err) => {
+                    failure = Some(err);
+                    return Err(std::io::Error::other("entry source failed"));
+                }
+            };
+            debug_assert!(last < Some(e), "entries must be strictly ascending");
+            last = Some(e);
+            pages.push(bucket_of(entry_fingerprint(e), buckets), e)?;
+            header.entries += 1;
+        }
+        pages.finish(buckets)?;
+        header.overflow = pages.overflow.len() as u64;
+        let mut body = Vec::with_capacity(pages.overflow.len() * 8);
+        for e in &pages.overflow {
+            body.extend_from_slice(&e.to_le_bytes());
+        }
+        pages.out.write_all(&body)?;
+        pages.out.write_all(&crc32c::crc32c(&body).to_le_bytes())?;
+        pages.out.flush()?;
+        drop(pages);
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header.encode())
+    })
+    .map_err(|err| failure.take().unwrap_or(err))?;
+    Ok(header)
+}
+
+struct PageWriter<W: Write> {
+    out: W,
+    bucket: u64,
+    page: Vec<u64>,
+    overflow: Vec<u64>,
+}
+
+impl<W: Write> PageWriter<W> {
+    fn push(&mut self, bucket: u64, e: u64) -> std::io::Result<()> {
+        while self.bucket < bucket {
+            self.flush_page()?;
+        }
+        if self.page.len() < PAGE_CAPACITY {
+            self.page.push(e);
+        } else {
+            self.overflow.push(e);
+        }
+        Ok(())
+    }
+
+    fn flush_page(&mut self) -> std::io::Result<()> {
+        let mut page = [0u8; PAGE];
+        page[0..2].copy_from_slice(&(self.page.len() as u16).to_le_bytes());
+        for (i, e) in self.page.iter().enumerate() {
+            page[8 + 8 * i..16 + 8 * i].copy_from_slice(&e.to_le_bytes());
+        }
+        let crc = page_crc(&page, self.page.len());
+        page[4..8].copy_from_slice(&crc.to_le_bytes());
+        self.page.clear();
+        self.bucket += 1;
+        self.out.write_all(&page)
+    }
+
+    fn finish(&mut self, buckets: u64) -> std::io::Result<()> {
+        while self.bucket < buckets {
+            self.flush_page()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_entries(path: &Path, entries: &[u64], watermark: u64) -> Header {
+        write(path, entries.len() as u64, watermark, 32, entries.iter().map(|e| Ok(*e))).unwrap()
+    }
+
+    #[test]
+    fn lookups_and_scans_return_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        let mut entries: Vec<u64> = (0..20_000u32).map(|i| entry(i.wrapping_mul(2_654_435_761), i)).collect();
+        entries.push(entry(7, 100_000));
+        entries.push(entry(7, 100_001));
+        entries.sort_unstable();
+        let header = write_entries(&path, &entries, 100_001);
+        assert_eq!(header.entries, entries.len() as u64);
+
+        let index = MainIndex::open(&path).unwrap();
+        assert_eq!(index.header(), &header);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), index.file_bytes());
+        let scanned: Vec<u64> = index.scan().unwrap().map(|e| e.unwrap()).collect();
+        assert_eq!(scanned, entries);
+        let mut ids = Vec::new();
+        index.lookup(7, &mut ids).unwrap();
+        assert!(ids.contains(&100_000) && ids.contains(&100_001), "{ids:?}");
+        ids.clear();
+        index.lookup(2_654_435_761u32.wrapping_mul(5), &mut ids).unwrap();
+        assert_eq!(ids, vec![5]);
+    }
+
+    #[test]
+    fn crowded_buckets_spill_to_the_overflow_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        // 2,000 entries on one fingerprint: one bucket, most of them in overflow.
+        let entries: Vec<u64> = (0..2_000u32).map(|i| entry(0xABCD_0000, i)).collect();
+        let header = write_entries(&path, &entries, 2_000);
+        assert_eq!(header.overflow, 2_000 - PAGE_CAPACITY as u64);
+        let index = MainIndex::open(&path).unwrap();
+        let mut ids = Vec::new();
+        index.lookup(0xABCD_0000, &mut ids).unwrap();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..2_000).collect::<Vec<u32>>());
+        let scanned: Vec<u64> = index.scan().unwrap().map(|e| e.unwrap()).collect();
+        assert_eq!(scanned, entries);
+    }
+
+    #[test]
+    fn bytes_per_entry_stay_under_ten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        let n = 200_000u32;
+        let mut entries: Vec<u64> =
+            (0..n).map(|i| entry(xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes()) as u32, i)).collect();
+        entries.sort_unstable();
+        write_entries(&path, &entries, u64::from(n));
+        let bytes = std::fs::metadata(&path).unwrap().len() as f64;
+        assert!(bytes / f64::from(n) <= 10.0, "{} bytes per entry", bytes / f64::from(n));
+    }
+
+    #[test]
+    fn damage_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        let entries: Vec<u64> = (0..1_000u32).map(|i| entry(i << 20, i)).collect();
+        write_entries(&path, &entries, 1_000);
+        let good = std::fs::read(&path).unwrap();
+
+        std::fs::write(&path, &good[..good.len() - 100]).unwrap();
+        assert!(matches!(MainIndex::open(&path), Err(Error::Corrupt { .. })));
+
+        let mut bad = good.clone();
+        bad[30] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        assert!(matches!(MainIndex::open(&path), Err(Error::Corrupt { .. })));
+
+        let mut bad = good.clone();
+        bad[PAGE + 20] ^= 0x40;
+        std::fs::write(&path, &bad).unwrap();
+        let index = MainIndex::open(&path).unwrap();
+        let mut ids = Vec::new();
+        assert!(matches!(index.lookup(0, &mut ids), Err(Error::Corrupt { .. })));
+        assert!(index.scan().unwrap().any(|e| e.is_err()));
+    }
+
+    #[test]
+    fn a_failing_source_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        let source = [Ok(1u64), Err(Error::Sqlite("boom".into()))];
+        let err = write(&path, 2, 2, 32, source.into_iter()).unwrap_err();
+        assert_eq!(err, Error::Sqlite("boom".into()));
+        assert!(!path.exists());
+        assert!(!layout::tmp_path(&path).exists());
+    }
+}

@@ -1,0 +1,87 @@
+//! The data directory's layout: the one place that names files, and the one way we replace a
+//! file (write new, fsync, rename, fsync the directory), so nothing is ever left half written.
+//!
+//! ```text
+//! DIR/shardlite.toml        manifest (format version, partitions, seed, index mode, checksum)
+//! DIR/p0000.db (-wal, -shm) partition 0's SQLite database
+//! DIR/p0000.idx             partition 0's compact hash index (index mode `hash` only)
+//! DIR/p0000.idx.tmp         an index being written; removed or renamed into place
+//! ```
+
+use std::{
+    fs::{self, File},
+    io::Write,
+    path::{Path, PathBuf},
+};
+
+use crate::{Error, Result};
+
+/// Paths inside one data directory.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    dir: PathBuf,
+}
+
+impl Layout {
+    /// The layout of `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The manifest file.
+    pub fn manifest(&self) -> PathBuf {
+        self.dir.join("shardlite.toml")
+    }
+
+    /// Partition `p`'s SQLite database.
+    pub fn db(&self, p: u32) -> PathBuf {
+        self.dir.join(format!("p{p:04}.db"))
+    }
+
+    /// Partition `p`'s write-ahead log.
+    pub fn wal(&self, p: u32) -> PathBuf {
+        self.dir.join(format!("p{p:04}.db-wal"))
+    }
+
+    /// Partition `p`'s compact index file.
+    pub fn index(&self, p: u32) -> PathBuf {
+        self.dir.join(format!("p{p:04}.idx"))
+    }
+}
+
+/// Replaces `path` with the bytes `write` produces: into `path.tmp`, fsync, rename, fsync the
+/// directory. A crash at any moment leaves either the old file or the new one, never a mix.
+pub fn replace_file(path: &Path, write: impl FnOnce(&mut File) -> std::io::Result<()>) -> Result<()> {
+    let tmp = tmp_path(path);
+    let result = (|| {
+        let mut file = File::create(&tmp)?;
+        write(&mut file)?;
+        file.flush()?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)?;
+        sync_dir(path)
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        Error::io(path, &e)
+    })
+}
+
+/// The temporary name a file is written under before it is renamed into place.
+pub fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    PathBuf::from(name)
+}
+
+/// fsyncs the directory holding `path`, making a rename or creation in it durable.
+pub fn sync_dir(path: &Path) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    File::open(dir)?.sync_all()
+}

@@ -1,0 +1,42 @@
+//! shardlite's storage engine: records in many SQLite partitions, found through a compact hash
+//! index, written by group commit. Synchronous Rust; no HTTP, no async runtime.
+//!
+//! ```text
+//!              Store::get ──hash──> partition p ──index page──> read pool ──> SQLite pNNNN.db
+//!  Store::put/delete/batch ──hash──> queue of writer thread (p % W)   [bounded: Overloaded]
+//!                                      │ drain ≤ max_batch, one BEGIN..COMMIT per partition
+//!                                      ├─> answer every waiter after the commit (Pending)
+//!                                      └─> recent index full? freeze ──> maintenance thread
+//!                                                                       (merge into pNNNN.idx)
+//! ```
+//!
+//! Threads: `writer_threads` writers, each owning the read-write connection of its partitions;
+//! one maintenance thread for index merges; callers' own threads for reads. Modules:
+//! [`store`] (the entry point), [`keyhash`] (key -> partition, fingerprint), [`partition`]
+//! (SQL, writer, readers, recovery, check), [`index`] (the compact index and its file format),
+//! [`manifest`] and [`layout`] (what the directory is and where its files are), [`config`].
+
+pub mod config;
+pub mod error;
+pub mod index;
+pub mod keyhash;
+pub mod layout;
+mod maintenance;
+pub mod manifest;
+pub mod metrics;
+pub mod ops;
+pub mod partition;
+pub mod store;
+
+pub use config::{Config, IndexMode, JournalMode, Synchronous, TxMode};
+pub use error::{Error, Result};
+pub use keyhash::{KeyHash, KeyHasher};
+pub use manifest::Manifest;
+pub use ops::{Condition, Op, Outcome, Record, Written};
+pub use partition::check::PartitionCheck;
+pub use store::{PartitionStats, Pending, PendingBatch, Store, StoreStats};
+
+/// Longest key accepted, bytes.
+pub const MAX_KEY_LEN: usize = 1024;
+/// Largest `max_value` a configuration may set, bytes.
+pub const MAX_VALUE_LIMIT: usize = 64 << 20;

@@ -1,0 +1,186 @@
+//! One partition: a SQLite database, its compact index, its read pool and its health.
+//!
+//! [`Partition`] is shared (behind an `Arc`) by the store, its reader callers and its writer
+//! thread; the read-write connection itself lives only on the writer thread
+//! ([`writer::PartitionWriter`]). Opening a partition is also its recovery: the index file is
+//! checked, reloaded with the records committed after its watermark, or rebuilt from SQLite.
+
+pub mod check;
+pub mod readers;
+pub mod sql;
+pub mod writer;
+
+use std::{
+    path::PathBuf,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Mutex,
+    },
+};
+
+use rusqlite::Connection;
+
+use crate::{
+    config::IndexMode,
+    index::{entry, HashIndex},
+    keyhash::KeyHasher,
+    layout::Layout,
+    ops::Record,
+    Config, Error, Result,
+};
+use readers::ReadPool;
+
+/// A partition as every thread sees it.
+#[derive(Debug)]
+pub struct Partition {
+    /// Partition number.
+    pub id: u32,
+    /// The SQLite database file.
+    pub db_path: PathBuf,
+    /// Its write-ahead log.
+    pub wal_path: PathBuf,
+    /// How records are found by key.
+    pub mode: IndexMode,
+    /// The compact index (mode `hash` only).
+    pub index: Option<HashIndex>,
+    /// Read-only connections for lookups.
+    pub readers: ReadPool,
+    /// Why writes are refused, once a commit failed or the writer died.
+    poison: Mutex<Option<String>>,
+    /// Counters for statistics, updated by the writer.
+    pub counters: Counters,
+}
+
+/// A partition's running totals.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Live records (as of the last commit).
+    pub records: AtomicU64,
+    /// Transactions committed.
+    pub commits: AtomicU64,
+    /// Operations committed.
+    pub ops: AtomicU64,
+    /// Index merges completed.
+    pub merges: AtomicU64,
+}
+
+impl Partition {
+    /// Opens (creating if needed) partition `id` and recovers its index. Returns the shared
+    /// partition and the writer state that the writer thread will own.
+    pub fn open(
+        layout: &Layout,
+        id: u32,
+        config: &Config,
+        hasher: KeyHasher,
+    ) -> Result<(std::sync::Arc<Self>, writer::PartitionWriter)> {
+        let db_path = layout.db(id);
+        let conn = sql::open_writer(&db_path, config, config.index)?;
+        let (next_id, records) = sql::read_meta(&conn)?;
+        let index = match config.index {
+            IndexMode::Hash => Some(recover_index(&conn, &layout.index(id), config, hasher, next_id)?),
+            IndexMode::Sqlite | IndexMode::None => None,
+        };
+        let partition = std::sync::Arc::new(Self {
+            id,
+            readers: ReadPool::new(db_path.clone(), config),
+            db_path,
+            wal_path: layout.wal(id),
+            mode: config.index,
+            index,
+            poison: Mutex::new(None),
+            counters: Counters::default(),
+        });
+        partition.counters.records.store(records, Ordering::Relaxed);
+        let writer = writer::PartitionWriter::new(std::sync::Arc::clone(&partition), conn, hasher, next_id, records);
+        Ok((partition, writer))
+    }
+
+    /// Reads a record by key through the partition's index and read pool.
+    pub fn get(&self, key: &[u8], fingerprint: u32) -> Result<Option<Record>> {
+        match (self.mode, &self.index) {
+            (IndexMode::Hash, Some(index)) => {
+                let mut ids = Vec::with_capacity(2);
+                index.candidates(fingerprint, &mut ids)?;
+                if ids.is_empty() {
+                    return Ok(None);
+                }
+                self.readers.with(|conn| {
+                    for id in ids {
+                        if let Some(row) = sql::row_by_id(conn, id)? {
+                            if row.key == key {
+                                return Ok(Some(Record { counter: row.counter, value: row.value }));
+                            }
+                        }
+                    }
+                    Ok(None)
+                })
+            }
+            (IndexMode::Sqlite, _) => self.readers.with(|conn| {
+                Ok(sql::row_by_key(conn, key)?.map(|(_, row)| Record { counter: row.counter, value: row.value }))
+            }),
+            _ => Err(Error::Unsupported { operation: "get" }),
+        }
+    }
+
+    /// The reason writes are refused, if they are.
+    pub fn poisoned(&self) -> Option<String> {
+        self.poison.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Refuses all later writes, keeping the first reason.
+    pub fn poison(&self, reason: String) {
+        let mut poison = self.poison.lock().unwrap_or_else(|p| p.into_inner());
+        if poison.is_none() {
+            tracing::error!(partition = self.id, %reason, "partition poisoned: writes refused");
+            *poison = Some(reason);
+        }
+    }
+
+    /// The error later writes get, if poisoned.
+    pub fn poison_error(&self) -> Option<Error> {
+        self.poisoned().map(|reason| Error::Poisoned { partition: self.id, reason })
+    }
+}
+
+/// Opens the index file and brings it up to date with SQLite, or rebuilds it when it is
+/// damaged, missing, ahead of SQLite, or so far behind that a rebuild is cheaper.
+fn recover_index(
+    conn: &Connection,
+    path: &std::path::Path,
+    config: &Config,
+    hasher: KeyHasher,
+    next_id: u64,
+) -> Result<HashIndex> {
+    let bits = u32::from(config.fingerprint_bits);
+    let last_id = next_id - 1;
+    let reason = match HashIndex::open(path, bits) {
+        Ok(index) if index.watermark() > last_id => {
+            format!("index watermark {} is ahead of SQLite ({last_id})", index.watermark())
+        }
+        Ok(index) if last_id - index.watermark() > config.merge_threshold as u64 => {
+            "index far behind SQLite".to_owned()
+        }
+        Ok(index) => {
+            let mut recent = Vec::new();
+            sql::scan_keys(conn, index.watermark(), |id, key| recent.push(entry(hasher.locate(key).fingerprint, id)))?;
+            index.apply(&recent, &[], last_id);
+            return Ok(index);
+        }
+        Err(Error::Corrupt { what, .. }) => what,
+        Err(e) => return Err(e),
+    };
+    tracing::warn!(path = %path.display(), %reason, "rebuilding the index from SQLite");
+    let index = HashIndex::empty(path, bits);
+    rebuild_index(conn, &index, hasher, next_id)?;
+    Ok(index)
+}
+
+/// Rebuilds `index` from every record in SQLite and forgets all tombstones. The caller must be
+/// the partition's only writer (the writer thread, or recovery before it starts).
+pub fn rebuild_index(conn: &Connection, index: &HashIndex, hasher: KeyHasher, next_id: u64) -> Result<()> {
+    let (_, records) = sql::read_meta(conn)?;
+    let mut entries = Vec::with_capacity(records as usize);
+    sql::scan_keys(conn, 0, |id, key| entries.push(entry(hasher.locate(key).fingerprint, id)))?;
+    index.rebuild(entries, next_id - 1)?;
+    sql::clear_tombstones(conn, i64::MAX)
+}

@@ -1,0 +1,251 @@
+//! Every SQL statement and PRAGMA of the engine, and the reason for each setting.
+//!
+//! Schema (format 1, `PRAGMA user_version = 1`, `application_id = 0x53484c54` "SHLT"):
+//! - `records(id INTEGER PRIMARY KEY, key BLOB, counter INTEGER, value BLOB)`: ids are assigned
+//!   by the writer, strictly increasing and never reused, so inserts append at the B-tree's
+//!   right edge.
+//! - `meta(name, value)`: `next_id` (never reused, even after deleting the newest record) and
+//!   `records` (the live count, so opening a partition never counts rows).
+//! - `tombstones(seq, id)`: deleted ids still present in the index file, dropped by the next
+//!   index merge.
+//! - index mode `sqlite` adds `UNIQUE INDEX records_key ON records(key)`.
+
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use crate::{
+    config::{IndexMode, JournalMode, Synchronous, TxMode},
+    Config, Result,
+};
+
+/// Format version stored in `PRAGMA user_version`.
+pub const SCHEMA_VERSION: i64 = 1;
+const APPLICATION_ID: i64 = 0x5348_4c54;
+/// How long a statement waits for a lock before `SQLITE_BUSY`: only the rollback journal mode
+/// makes readers and the writer wait for each other; WAL never does.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A record as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// The full key.
+    pub key: Vec<u8>,
+    /// The update counter.
+    pub counter: u64,
+    /// The value.
+    pub value: Vec<u8>,
+}
+
+/// Opens the partition's one read-write connection, creating and migrating the schema.
+pub fn open_writer(path: &std::path::Path, config: &Config, index: IndexMode) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // page_size only takes effect before the first table exists.
+    conn.pragma_update(None, "page_size", config.page_size)?;
+    let journal = match config.journal {
+        JournalMode::Wal => "WAL",
+        JournalMode::Delete => "DELETE",
+    };
+    conn.pragma_update(None, "journal_mode", journal)?;
+    let sync = match config.synchronous {
+        Synchronous::Full => "FULL",
+        Synchronous::Normal => "NORMAL",
+        Synchronous::Off => "OFF",
+    };
+    conn.pragma_update(None, "synchronous", sync)?;
+    common_pragmas(&conn, config)?;
+    // The writer is the one place that checkpoints, at a WAL size threshold; journal_size_limit
+    // truncates the WAL back after a checkpoint so its file stays bounded on disk.
+    conn.pragma_update(None, "wal_autocheckpoint", config.checkpoint_pages)?;
+    let limit = i64::from(config.checkpoint_pages) * i64::from(config.page_size);
+    conn.pragma_update(None, "journal_size_limit", limit)?;
+    create_schema(&conn, index)?;
+    Ok(conn)
+}
+
+/// Opens a read-only connection for lookups.
+pub fn open_reader(path: &std::path::Path, config: &Config) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    common_pragmas(&conn, config)?;
+    Ok(conn)
+}
+
+fn common_pragmas(conn: &Connection, config: &Config) -> Result<()> {
+    // Negative cache_size is KiB; it bounds each connection's page cache.
+    conn.pragma_update(None, "cache_size", -i64::from(config.cache_size_kib))?;
+    conn.pragma_update(None, "mmap_size", i64::try_from(config.mmap_size).unwrap_or(i64::MAX))?;
+    conn.set_prepared_statement_cache_capacity(16);
+    Ok(())
+}
+
+fn create_schema(conn: &Connection, index: IndexMode) -> Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(crate::Error::Config(format!(
+            "partition schema version {version} is newer than this build ({SCHEMA_VERSION})"
+        )));
+    }
+    conn.execute_batch(
+        "BEGIN IMMEDIATE;
+         CREATE TABLE IF NOT EXISTS records(
+             id INTEGER PRIMARY KEY, key BLOB NOT NULL, counter INTEGER NOT NULL, value BLOB NOT NULL);
+         CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+         CREATE TABLE IF NOT EXISTS tombstones(seq INTEGER PRIMARY KEY, id INTEGER NOT NULL);
+         INSERT OR IGNORE INTO meta VALUES ('next_id', 1), ('records', 0);",
+    )?;
+    if index == IndexMode::Sqlite {
+        conn.execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS records_key ON records(key);")?;
+    }
+    conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    conn.execute_batch("COMMIT;")?;
+    Ok(())
+}
+
+/// Starts the writer's transaction.
+pub fn begin(conn: &Connection, mode: TxMode) -> Result<()> {
+    conn.execute_batch(match mode {
+        TxMode::Immediate => "BEGIN IMMEDIATE",
+        TxMode::Deferred => "BEGIN DEFERRED",
+    })?;
+    Ok(())
+}
+
+/// Commits the writer's transaction.
+pub fn commit(conn: &Connection) -> Result<()> {
+    conn.execute_batch("COMMIT")?;
+    Ok(())
+}
+
+/// Rolls the writer's transaction back, if one is open.
+pub fn rollback(conn: &Connection) {
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// `(next_id, records)` from `meta`.
+pub fn read_meta(conn: &Connection) -> Result<(u64, u64)> {
+    let get = |name: &str| -> Result<u64> {
+        Ok(conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get::<_, i64>(0))? as u64)
+    };
+    Ok((get("next_id")?, get("records")?))
+}
+
+/// Stores `(next_id, records)` in `meta`, inside the writer's transaction.
+pub fn write_meta(conn: &Connection, next_id: u64, records: u64) -> Result<()> {
+    let mut stmt = conn.prepare_cached("UPDATE meta SET value = ?2 WHERE name = ?1")?;
+    stmt.execute(params!["next_id", next_id as i64])?;
+    stmt.execute(params!["records", records as i64])?;
+    Ok(())
+}
+
+/// The row with this id.
+pub fn row_by_id(conn: &Connection, id: u32) -> Result<Option<Row>> {
+    let mut stmt = conn.prepare_cached("SELECT key, counter, value FROM records WHERE id = ?1")?;
+    Ok(stmt
+        .query_row([id], |r| Ok(Row { key: r.get(0)?, counter: r.get::<_, i64>(1)? as u64, value: r.get(2)? }))
+        .optional()?)
+}
+
+/// The key and counter of the row with this id (no value: the writer's existence check).
+pub fn key_counter_by_id(conn: &Connection, id: u32) -> Result<Option<(Vec<u8>, u64)>> {
+    let mut stmt = conn.prepare_cached("SELECT key, counter FROM records WHERE id = ?1")?;
+    Ok(stmt.query_row([id], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))).optional()?)
+}
+
+/// `(id, counter, value)` of the row with this key, through the UNIQUE index (mode `sqlite`).
+pub fn row_by_key(conn: &Connection, key: &[u8]) -> Result<Option<(u32, Row)>> {
+    let mut stmt = conn.prepare_cached("SELECT id, counter, value FROM records WHERE key = ?1")?;
+    Ok(stmt
+        .query_row([key], |r| {
+            Ok((
+                r.get::<_, i64>(0)? as u32,
+                Row { key: key.to_vec(), counter: r.get::<_, i64>(1)? as u64, value: r.get(2)? },
+            ))
+        })
+        .optional()?)
+}
+
+/// `(id, counter)` of the row with this key, through the UNIQUE index (mode `sqlite`).
+pub fn id_counter_by_key(conn: &Connection, key: &[u8]) -> Result<Option<(u32, u64)>> {
+    let mut stmt = conn.prepare_cached("SELECT id, counter FROM records WHERE key = ?1")?;
+    Ok(stmt.query_row([key], |r| Ok((r.get::<_, i64>(0)? as u32, r.get::<_, i64>(1)? as u64))).optional()?)
+}
+
+/// Appends a record.
+pub fn insert(conn: &Connection, id: u32, key: &[u8], counter: u64, value: &[u8]) -> Result<()> {
+    let mut stmt = conn.prepare_cached("INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, ?3, ?4)")?;
+    stmt.execute(params![id, key, counter as i64, value])?;
+    Ok(())
+}
+
+/// Replaces a record's value and counter.
+pub fn update(conn: &Connection, id: u32, counter: u64, value: &[u8]) -> Result<()> {
+    let mut stmt = conn.prepare_cached("UPDATE records SET counter = ?2, value = ?3 WHERE id = ?1")?;
+    stmt.execute(params![id, counter as i64, value])?;
+    Ok(())
+}
+
+/// Deletes a record, and records a tombstone if the index file still holds its id.
+pub fn delete(conn: &Connection, id: u32, tombstone: bool) -> Result<()> {
+    conn.prepare_cached("DELETE FROM records WHERE id = ?1")?.execute([id])?;
+    if tombstone {
+        conn.prepare_cached("INSERT INTO tombstones(id) VALUES (?1)")?.execute([id])?;
+    }
+    Ok(())
+}
+
+/// All tombstones: `(ids, highest seq)`.
+pub fn tombstones(conn: &Connection) -> Result<(Vec<u32>, i64)> {
+    let mut stmt = conn.prepare_cached("SELECT seq, id FROM tombstones")?;
+    let mut ids = Vec::new();
+    let mut max_seq = 0;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        max_seq = max_seq.max(r.get::<_, i64>(0)?);
+        ids.push(r.get::<_, i64>(1)? as u32);
+    }
+    Ok((ids, max_seq))
+}
+
+/// Forgets tombstones up to `max_seq` (their entries are gone from the index file).
+pub fn clear_tombstones(conn: &Connection, max_seq: i64) -> Result<()> {
+    conn.prepare_cached("DELETE FROM tombstones WHERE seq <= ?1")?.execute([max_seq])?;
+    Ok(())
+}
+
+/// Calls `f(id, key)` for every record with an id above `after`, in id order.
+pub fn scan_keys(conn: &Connection, after: u64, mut f: impl FnMut(u32, &[u8])) -> Result<()> {
+    let mut stmt = conn.prepare("SELECT id, key FROM records WHERE id > ?1 ORDER BY id")?;
+    let mut rows = stmt.query([after as i64])?;
+    while let Some(r) = rows.next()? {
+        let id = r.get::<_, i64>(0)? as u32;
+        let key = r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+        f(id, key);
+    }
+    Ok(())
+}
+
+/// SQLite's `quick_check`: `"ok"` or the problems found.
+pub fn quick_check(conn: &Connection) -> Result<String> {
+    let mut stmt = conn.prepare("PRAGMA quick_check")?;
+    let lines: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    Ok(lines.join("; "))
+}
+
+/// Runs a checkpoint that also truncates the WAL (at close).
+pub fn checkpoint_truncate(conn: &Connection) -> Result<()> {
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    Ok(())
+}
+
+/// SQLite's `integrity_check` of one table and its indexes (checks index content too).
+pub fn integrity_check_table(conn: &Connection, table: &str) -> Result<String> {
+    let mut stmt = conn.prepare(&format!("PRAGMA integrity_check({table})"))?;
+    let lines: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    Ok(lines.join("; "))
+}

@@ -1,0 +1,429 @@
+//! Writer threads and group commit.
+//!
+//! Each writer thread owns the read-write connections of a fixed set of partitions (partition
+//! `p` belongs to thread `p % writer_threads`) and one bounded queue of [`Job`]s. The thread
+//! blocks for the first job, drains whatever else is waiting (up to `max_batch`, optionally
+//! lingering `max_linger`), and for each partition touched runs one `BEGIN ... COMMIT` holding
+//! all of its requests. Only after the commit returns are the recent index and every waiter
+//! answered, each with its own per-operation results, or all with the transaction's error.
+//! A failed commit (other than a full disk) or a panic poisons the partition.
+//!
+//! ```text
+//! callers --try_send--> [queue, bounded] --> writer thread --> BEGIN; ops...; COMMIT --> replies
+//!                                                  \--(index passed merge threshold)--> maintenance
+//! ```
+
+use std::{
+    collections::HashMap,
+    panic::{catch_unwind, AssertUnwindSafe},
+    sync::{atomic::Ordering, Arc},
+    time::Instant,
+};
+
+use crossbeam_channel::{Receiver, Sender};
+use rusqlite::Connection;
+
+use super::{check, rebuild_index, sql, Partition};
+use crate::{
+    config::{IndexMode, TxMode},
+    index::entry,
+    keyhash::KeyHasher,
+    metrics::Metrics,
+    ops::{Op, Outcome, Record, Written},
+    Config, Error, Result,
+};
+
+/// Per-operation results of one request, or the error of its whole transaction.
+pub type RequestResult = Result<Vec<Result<Outcome>>>;
+
+/// Operations for one partition, committed together, answered together.
+#[derive(Debug)]
+pub struct WriteRequest {
+    /// The partition all `ops` belong to.
+    pub partition: u32,
+    /// The operations with their keys' fingerprints, applied in order.
+    pub ops: Vec<(Op, u32)>,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<RequestResult>,
+}
+
+/// Work for a writer thread.
+#[derive(Debug)]
+pub enum Job {
+    /// Writes (and the reads of a batch) to group-commit.
+    Write(WriteRequest),
+    /// Forget tombstones up to `max_seq`: a merge has dropped their entries.
+    ClearTombstones {
+        /// The partition.
+        partition: u32,
+        /// Highest tombstone sequence the merge applied.
+        max_seq: i64,
+    },
+    /// Rebuild the partition's index from SQLite.
+    Rebuild {
+        /// The partition.
+        partition: u32,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// Check the partition's SQLite file and index.
+    Check {
+        /// The partition.
+        partition: u32,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<check::PartitionCheck>>,
+    },
+    /// Freeze the recent index now (a forced merge); answers whether anything was frozen.
+    Freeze {
+        /// The partition.
+        partition: u32,
+        /// Where the answer goes.
+        reply: oneshot::Sender<bool>,
+    },
+}
+
+/// Messages for the maintenance thread.
+#[derive(Debug)]
+pub enum Maintenance {
+    /// Merge this partition's frozen index entries into its file.
+    Merge(u32),
+    /// Finish the merge under way and exit.
+    Stop,
+}
+
+/// The writer's side of one partition: the read-write connection and the id counter.
+pub struct PartitionWriter {
+    partition: Arc<Partition>,
+    conn: Connection,
+    hasher: KeyHasher,
+    next_id: u64,
+    records: u64,
+    candidates: Vec<u32>,
+}
+
+/// A transaction's effects, applied to the writer's state only once it commits.
+struct Tx {
+    next_id: u64,
+    records: u64,
+    /// Keys written in this transaction: `(id, counter)`, or `None` once deleted.
+    overlay: HashMap<Vec<u8>, Option<(u32, u64)>>,
+    added: Vec<u64>,
+    removed: Vec<u64>,
+    /// Ids at or below this live in the index file: deleting one leaves a tombstone.
+    tombstone_floor: u64,
+}
+
+impl PartitionWriter {
+    /// Writer state for a partition just opened.
+    pub fn new(partition: Arc<Partition>, conn: Connection, hasher: KeyHasher, next_id: u64, records: u64) -> Self {
+        Self { partition, conn, hasher, next_id, records, candidates: Vec::new() }
+    }
+
+    /// The partition this writer serves.
+    pub fn partition(&self) -> &Arc<Partition> {
+        &self.partition
+    }
+
+    pub(super) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub(super) fn hasher(&self) -> KeyHasher {
+        self.hasher
+    }
+
+    /// Commits `reqs` in one transaction and answers each.
+    fn commit_group(&mut self, reqs: Vec<WriteRequest>, tx_mode: TxMode) {
+        if let Some(err) = self.partition.poison_error() {
+            return reply_all(reqs, &err);
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.transact_repairing(&reqs, tx_mode)));
+        match outcome {
+            Ok(Ok((results, tx))) => {
+                self.finish(&tx, results.iter().map(Vec::len).sum());
+                for (req, result) in reqs.into_iter().zip(results) {
+                    let _ = req.reply.send(Ok(result));
+                }
+            }
+            Ok(Err(err)) => {
+                if !err.is_disk_full() {
+                    self.partition.poison(format!("commit failed: {err}"));
+                }
+                reply_all(reqs, &err);
+            }
+            Err(panic) => {
+                sql::rollback(&self.conn);
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                self.partition.poison(format!("writer panicked: {what}"));
+                let err = self.partition.poison_error().unwrap_or(Error::Closed);
+                reply_all(reqs, &err);
+            }
+        }
+    }
+
+    /// Runs the transaction; if the index file turns out damaged, rebuilds it and runs again.
+    fn transact_repairing(
+        &mut self,
+        reqs: &[WriteRequest],
+        tx_mode: TxMode,
+    ) -> Result<(Vec<Vec<Result<Outcome>>>, Tx)> {
+        match self.transact(reqs, tx_mode) {
+            Err(Error::Corrupt { path, what }) if self.partition.index.is_some() => {
+                tracing::warn!(partition = self.partition.id, path = %path.display(), %what, "index damaged; rebuilding");
+                self.rebuild()?;
+                self.transact(reqs, tx_mode)
+            }
+            other => other,
+        }
+    }
+
+    fn transact(&mut self, reqs: &[WriteRequest], tx_mode: TxMode) -> Result<(Vec<Vec<Result<Outcome>>>, Tx)> {
+        let mut tx = Tx {
+            next_id: self.next_id,
+            records: self.records,
+            overlay: HashMap::new(),
+            added: Vec::new(),
+            removed: Vec::new(),
+            tombstone_floor: self.partition.index.as_ref().map_or(0, |i| i.tombstone_floor()),
+        };
+        sql::begin(&self.conn, tx_mode)?;
+        let run = (|| {
+            let mut results = Vec::with_capacity(reqs.len());
+            for req in reqs {
+                let mut outcomes = Vec::with_capacity(req.ops.len());
+                for (op, fp) in &req.ops {
+                    outcomes.push(self.apply(&mut tx, op, *fp)?);
+                }
+                results.push(outcomes);
+            }
+            if (tx.next_id, tx.records) != (self.next_id, self.records) {
+                sql::write_meta(&self.conn, tx.next_id, tx.records)?;
+            }
+            sql::commit(&self.conn)?;
+            Ok(results)
+        })();
+        match run {
+            Ok(results) => Ok((results, tx)),
+            Err(err) => {
+                sql::rollback(&self.conn);
+                Err(err)
+            }
+        }
+    }
+
+    /// Applies one operation inside the transaction. The outer error aborts the transaction;
+    /// the inner one is this operation's own answer (not found, condition failed, ...).
+    fn apply(&mut self, tx: &mut Tx, op: &Op, fp: u32) -> Result<Result<Outcome>> {
+        match op {
+            Op::Get { key } => {
+                let Some((id, _)) = self.current(tx, key, fp)? else { return Ok(Ok(Outcome::Found(None))) };
+                let row = sql::row_by_id(&self.conn, id)?;
+                Ok(Ok(Outcome::Found(row.map(|r| Record { counter: r.counter, value: r.value }))))
+            }
+            Op::Put { key, value, condition } => {
+                if self.partition.mode == IndexMode::None {
+                    return self.append(tx, key, value, fp);
+                }
+                let current = self.current(tx, key, fp)?;
+                if let Err(e) = condition.check(current.map(|(_, c)| c)) {
+                    return Ok(Err(e));
+                }
+                let Some((id, counter)) = current else { return self.append(tx, key, value, fp) };
+                let counter = counter + 1;
+                sql::update(&self.conn, id, counter, value)?;
+                tx.overlay.insert(key.clone(), Some((id, counter)));
+                Ok(Ok(Outcome::Written(Written { counter, created: false })))
+            }
+            Op::Delete { key, condition } => {
+                let Some((id, counter)) = self.current(tx, key, fp)? else { return Ok(Err(Error::NotFound)) };
+                if let Err(e) = condition.check(Some(counter)) {
+                    return Ok(Err(e));
+                }
+                let hashed = self.partition.mode == IndexMode::Hash;
+                let tombstone = hashed && u64::from(id) <= tx.tombstone_floor;
+                sql::delete(&self.conn, id, tombstone)?;
+                if hashed && !tombstone {
+                    tx.removed.push(entry(fp, id));
+                }
+                tx.records -= 1;
+                tx.overlay.insert(key.clone(), None);
+                Ok(Ok(Outcome::Deleted { counter }))
+            }
+        }
+    }
+
+    fn append(&mut self, tx: &mut Tx, key: &[u8], value: &[u8], fp: u32) -> Result<Result<Outcome>> {
+        let Ok(id) = u32::try_from(tx.next_id) else {
+            return Ok(Err(Error::PartitionFull { partition: self.partition.id }));
+        };
+        sql::insert(&self.conn, id, key, 1, value)?;
+        tx.next_id += 1;
+        tx.records += 1;
+        match self.partition.mode {
+            IndexMode::Hash => tx.added.push(entry(fp, id)),
+            IndexMode::None => return Ok(Ok(Outcome::Written(Written { counter: 1, created: true }))),
+            IndexMode::Sqlite => {}
+        }
+        tx.overlay.insert(key.to_vec(), Some((id, 1)));
+        Ok(Ok(Outcome::Written(Written { counter: 1, created: true })))
+    }
+
+    /// The `(id, counter)` of `key` as this transaction sees it.
+    fn current(&mut self, tx: &Tx, key: &[u8], fp: u32) -> Result<Option<(u32, u64)>> {
+        if let Some(slot) = tx.overlay.get(key) {
+            return Ok(*slot);
+        }
+        match (self.partition.mode, &self.partition.index) {
+            (IndexMode::Hash, Some(index)) => {
+                index.candidates(fp, &mut self.candidates)?;
+                for &id in &self.candidates {
+                    if let Some((stored, counter)) = sql::key_counter_by_id(&self.conn, id)? {
+                        if stored == key {
+                            return Ok(Some((id, counter)));
+                        }
+                    }
+                }
+                Ok(None)
+            }
+            (IndexMode::Sqlite, _) => sql::id_counter_by_key(&self.conn, key),
+            _ => Ok(None),
+        }
+    }
+
+    /// Publishes a committed transaction: ids, counts and the recent index.
+    fn finish(&mut self, tx: &Tx, ops: usize) {
+        self.next_id = tx.next_id;
+        self.records = tx.records;
+        let counters = &self.partition.counters;
+        counters.records.store(tx.records, Ordering::Relaxed);
+        counters.commits.fetch_add(1, Ordering::Relaxed);
+        counters.ops.fetch_add(ops as u64, Ordering::Relaxed);
+        if let Some(index) = &self.partition.index {
+            index.apply(&tx.added, &tx.removed, tx.next_id - 1);
+        }
+    }
+
+    /// Rebuilds the partition's index from SQLite.
+    pub fn rebuild(&mut self) -> Result<()> {
+        match &self.partition.index {
+            Some(index) => rebuild_index(&self.conn, index, self.hasher, self.next_id),
+            None => Ok(()),
+        }
+    }
+}
+
+fn reply_all(reqs: Vec<WriteRequest>, err: &Error) {
+    for req in reqs {
+        let _ = req.reply.send(Err(err.clone()));
+    }
+}
+
+/// A writer thread: its queue, its partitions, and where it reports merges.
+pub struct WriterThread {
+    /// The thread's queue.
+    pub jobs: Receiver<Job>,
+    /// The partitions this thread owns.
+    pub writers: Vec<PartitionWriter>,
+    /// Where partitions whose recent index passed the threshold are sent.
+    pub maintenance: Sender<Maintenance>,
+    /// Store-wide counters.
+    pub metrics: Arc<Metrics>,
+    /// The store's configuration.
+    pub config: Config,
+}
+
+impl WriterThread {
+    /// Serves jobs until every sender is gone, then checkpoints and closes its partitions.
+    pub fn run(mut self) {
+        while let Ok(first) = self.jobs.recv() {
+            let jobs = self.drain(first);
+            let mut groups: Vec<(u32, Vec<WriteRequest>)> = Vec::new();
+            for job in jobs {
+                match job {
+                    Job::Write(req) => match groups.iter_mut().find(|(p, _)| *p == req.partition) {
+                        Some((_, group)) => group.push(req),
+                        None => groups.push((req.partition, vec![req])),
+                    },
+                    control => self.control(control),
+                }
+            }
+            for (partition, reqs) in groups {
+                self.commit(partition, reqs);
+            }
+        }
+        self.close();
+    }
+
+    /// The first job and whatever else is already waiting (or arrives within the linger).
+    fn drain(&self, first: Job) -> Vec<Job> {
+        let mut jobs = vec![first];
+        let deadline = Instant::now() + self.config.max_linger();
+        while jobs.len() < self.config.max_batch {
+            let next = match self.jobs.try_recv() {
+                Ok(job) => Ok(job),
+                Err(_) if self.config.max_linger_us > 0 => self.jobs.recv_deadline(deadline).map_err(|_| ()),
+                Err(_) => Err(()),
+            };
+            match next {
+                Ok(job) => jobs.push(job),
+                Err(()) => break,
+            }
+        }
+        jobs
+    }
+
+    fn writer(&mut self, partition: u32) -> &mut PartitionWriter {
+        self.writers
+            .iter_mut()
+            .find(|w| w.partition.id == partition)
+            .expect("a job reached the thread that owns its partition")
+    }
+
+    fn commit(&mut self, partition: u32, reqs: Vec<WriteRequest>) {
+        let started = Instant::now();
+        let requests = reqs.len();
+        let tx_mode = self.config.transaction;
+        let threshold = self.config.merge_threshold;
+        let writer = self.writer(partition);
+        writer.commit_group(reqs, tx_mode);
+        let froze = writer.partition.index.as_ref().is_some_and(|i| i.freeze_if(threshold));
+        self.metrics.record_commit(requests, started.elapsed());
+        if froze {
+            let _ = self.maintenance.send(Maintenance::Merge(partition));
+        }
+    }
+
+    fn control(&mut self, job: Job) {
+        match job {
+            Job::Write(_) => unreachable!("writes are grouped, not controlled"),
+            Job::ClearTombstones { partition, max_seq } => {
+                if let Err(err) = sql::clear_tombstones(&self.writer(partition).conn, max_seq) {
+                    tracing::warn!(partition, %err, "could not clear tombstones; the next merge will");
+                }
+            }
+            Job::Rebuild { partition, reply } => {
+                let _ = reply.send(self.writer(partition).rebuild());
+            }
+            Job::Check { partition, reply } => {
+                let _ = reply.send(check::run(self.writer(partition)));
+            }
+            Job::Freeze { partition, reply } => {
+                let froze = self.writer(partition).partition.index.as_ref().is_some_and(|i| i.freeze_if(1));
+                let _ = reply.send(froze);
+            }
+        }
+    }
+
+    fn close(self) {
+        for writer in self.writers {
+            writer.partition.readers.close_idle();
+            if let Err(err) = sql::checkpoint_truncate(&writer.conn) {
+                tracing::warn!(partition = writer.partition.id, %err, "final checkpoint failed");
+            }
+        }
+    }
+}

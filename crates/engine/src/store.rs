@@ -1,0 +1,544 @@
+//! [`Store`]: a data directory of partitions, and the only entry point callers use.
+//!
+//! The store validates input, hashes the key to its partition, and either reads on the
+//! caller's thread (through the partition's index and read pool) or hands writes to the
+//! partition's writer thread and returns a [`Pending`] that resolves once the write is
+//! committed. `Pending` is both blockable (`wait`) and a `Future`, so an async server can
+//! await commits without blocking its runtime. Closing (or dropping) the store stops the
+//! maintenance thread, lets the writers finish every queued job, checkpoints and closes.
+
+use std::{
+    collections::BTreeMap,
+    future::{Future, IntoFuture},
+    path::Path,
+    pin::Pin,
+    sync::{atomic::Ordering, Arc, Mutex, RwLock},
+    task::{Context, Poll},
+    thread::JoinHandle,
+};
+
+use crossbeam_channel::{bounded, unbounded, Sender, TrySendError};
+use serde::Serialize;
+
+use crate::{
+    config::IndexMode,
+    keyhash::KeyHasher,
+    layout::Layout,
+    maintenance,
+    manifest::Manifest,
+    metrics::{Metrics, MetricsSnapshot},
+    ops::{Condition, Op, Outcome, Record, Written},
+    partition::{
+        check::PartitionCheck,
+        writer::{Job, Maintenance, RequestResult, WriteRequest, WriterThread},
+        Partition,
+    },
+    Config, Error, Result, MAX_KEY_LEN,
+};
+
+/// One partition's share of a batch: the operations' places in the batch, and the operations
+/// with their fingerprints.
+type BatchGroup = (Vec<usize>, Vec<(Op, u32)>);
+
+/// A data directory opened for serving.
+pub struct Store {
+    layout: Layout,
+    config: Config,
+    manifest: Manifest,
+    hasher: KeyHasher,
+    partitions: Vec<Arc<Partition>>,
+    /// One queue per writer thread; emptied by `close`, which is how writers learn to stop.
+    writers: RwLock<Vec<Sender<Job>>>,
+    writer_threads: Mutex<Vec<JoinHandle<()>>>,
+    maintenance: Mutex<Option<(Sender<Maintenance>, JoinHandle<()>)>>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.layout.dir()).field("manifest", &self.manifest).finish()
+    }
+}
+
+impl Store {
+    /// Creates a new data directory (which must not hold a manifest yet) and opens it.
+    pub fn create(dir: impl AsRef<Path>, config: Config) -> Result<Self> {
+        config.validate()?;
+        let layout = Layout::new(dir.as_ref());
+        std::fs::create_dir_all(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
+        if layout.manifest().exists() {
+            return Err(Error::Manifest {
+                path: layout.manifest(),
+                message: "a data directory already exists here; open it instead".into(),
+            });
+        }
+        let manifest = Manifest::for_config(&config);
+        manifest.write(&layout.manifest())?;
+        Self::start(layout, config, manifest)
+    }
+
+    /// Opens an existing data directory, refusing one whose manifest disagrees with `config`.
+    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Self> {
+        let layout = Layout::new(dir.as_ref());
+        let manifest = Manifest::read(&layout.manifest())?;
+        manifest.check_matches(&config, &layout.manifest())?;
+        Self::start(layout, config, manifest)
+    }
+
+    /// Opens `dir` if it holds a data directory, else creates one.
+    pub fn open_or_create(dir: impl AsRef<Path>, config: Config) -> Result<Self> {
+        if Layout::new(dir.as_ref()).manifest().exists() {
+            Self::open(dir, config)
+        } else {
+            Self::create(dir, config)
+        }
+    }
+
+    /// Opens an existing data directory with whatever fixed settings its manifest records
+    /// (for tools such as `check` and `stats`, which serve no particular layout).
+    pub fn open_existing(dir: impl AsRef<Path>, mut config: Config) -> Result<Self> {
+        let layout = Layout::new(dir.as_ref());
+        let manifest = Manifest::read(&layout.manifest())?;
+        manifest.apply_to(&mut config);
+        Self::start(layout, config, manifest)
+    }
+
+    fn start(layout: Layout, config: Config, manifest: Manifest) -> Result<Self> {
+        config.validate()?;
+        ensure_fd_budget(&config)?;
+        let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
+        let threads = config.writer_threads.min(config.partitions as usize);
+        let metrics = Arc::new(Metrics::default());
+        let (maintenance_tx, maintenance_rx) = unbounded();
+        let mut owned: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
+        let mut partitions = Vec::with_capacity(config.partitions as usize);
+        for p in 0..config.partitions {
+            let (partition, writer) = Partition::open(&layout, p, &config, hasher)?;
+            partitions.push(partition);
+            owned[p as usize % threads].push(writer);
+        }
+        let mut senders = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads);
+        for (i, writers) in owned.into_iter().enumerate() {
+            let (tx, rx) = bounded(config.queue_capacity);
+            let thread = WriterThread {
+                jobs: rx,
+                writers,
+                maintenance: maintenance_tx.clone(),
+                metrics: Arc::clone(&metrics),
+                config: config.clone(),
+            };
+            handles.push(spawn(format!("shardlite-writer-{i}"), move || thread.run())?);
+            senders.push(tx);
+        }
+        let (parts, writer_senders) = (partitions.clone(), senders.clone());
+        let maintenance_thread =
+            spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, parts, writer_senders))?;
+        tracing::info!(dir = %layout.dir().display(), partitions = config.partitions, index = %config.index, "store opened");
+        Ok(Self {
+            layout,
+            config,
+            manifest,
+            hasher,
+            partitions,
+            writers: RwLock::new(senders),
+            writer_threads: Mutex::new(handles),
+            maintenance: Mutex::new(Some((maintenance_tx, maintenance_thread))),
+            metrics,
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The directory's manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The partition a key belongs to.
+    pub fn partition_of(&self, key: &[u8]) -> u32 {
+        self.hasher.locate(key).partition
+    }
+
+    /// Reads a record.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Record>> {
+        self.validate(&Op::Get { key: Vec::new() }, key)?;
+        let at = self.hasher.locate(key);
+        let partition = &self.partitions[at.partition as usize];
+        match partition.get(key, at.fingerprint) {
+            Err(Error::Corrupt { .. }) => {
+                self.rebuild_index(at.partition)?;
+                partition.get(key, at.fingerprint)
+            }
+            other => other,
+        }
+    }
+
+    /// Inserts or replaces a record if `condition` holds; blocks until committed.
+    pub fn put(&self, key: &[u8], value: Vec<u8>, condition: Condition) -> Result<Written> {
+        match self.submit(Op::Put { key: key.to_vec(), value, condition })?.wait()? {
+            Outcome::Written(w) => Ok(w),
+            other => unreachable!("a put answered {other:?}"),
+        }
+    }
+
+    /// Deletes a record if `condition` holds; blocks until committed. Returns its last counter.
+    pub fn delete(&self, key: &[u8], condition: Condition) -> Result<u64> {
+        match self.submit(Op::Delete { key: key.to_vec(), condition })?.wait()? {
+            Outcome::Deleted { counter } => Ok(counter),
+            other => unreachable!("a delete answered {other:?}"),
+        }
+    }
+
+    /// Queues one operation for its partition's writer. Fails at once with `Overloaded` if the
+    /// queue is full, `Poisoned` if the partition refuses writes, or the input's error.
+    pub fn submit(&self, op: Op) -> Result<Pending> {
+        self.validate(&op, op.key())?;
+        let at = self.hasher.locate(op.key());
+        self.enqueue(at.partition, vec![(op, at.fingerprint)])
+    }
+
+    /// Runs many operations: those of one partition commit in one transaction, in order.
+    /// Validation errors fail the whole call before anything is queued; everything after that
+    /// (conditions, a full queue, a failed commit) is reported per operation.
+    pub fn batch(&self, ops: Vec<Op>) -> Result<Vec<Result<Outcome>>> {
+        Ok(self.submit_batch(ops)?.wait())
+    }
+
+    /// Queues a batch (see [`Store::batch`]) and returns its pending answers.
+    pub fn submit_batch(&self, ops: Vec<Op>) -> Result<PendingBatch> {
+        for op in &ops {
+            self.validate(op, op.key())?;
+        }
+        let len = ops.len();
+        let mut groups: BTreeMap<u32, BatchGroup> = BTreeMap::new();
+        for (i, op) in ops.into_iter().enumerate() {
+            let at = self.hasher.locate(op.key());
+            let group = groups.entry(at.partition).or_default();
+            group.0.push(i);
+            group.1.push((op, at.fingerprint));
+        }
+        let groups = groups.into_iter().map(|(p, (slots, ops))| (slots, self.enqueue(p, ops))).collect();
+        Ok(PendingBatch { len, groups })
+    }
+
+    fn validate(&self, op: &Op, key: &[u8]) -> Result<()> {
+        if key.is_empty() || key.len() > MAX_KEY_LEN {
+            return Err(Error::InvalidKey { len: key.len(), max: MAX_KEY_LEN });
+        }
+        if let Op::Put { value, .. } = op {
+            if value.len() > self.config.max_value {
+                return Err(Error::ValueTooLarge { len: value.len(), max: self.config.max_value });
+            }
+        }
+        if self.manifest.index == IndexMode::None {
+            match op {
+                Op::Get { .. } => return Err(Error::Unsupported { operation: "get" }),
+                Op::Delete { .. } => return Err(Error::Unsupported { operation: "delete" }),
+                Op::Put { condition, .. } if *condition != Condition::None => {
+                    return Err(Error::Unsupported { operation: "a conditional put" })
+                }
+                Op::Put { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn enqueue(&self, partition: u32, ops: Vec<(Op, u32)>) -> Result<Pending> {
+        let part = &self.partitions[partition as usize];
+        if let Some(err) = part.poison_error() {
+            return Err(err);
+        }
+        let (reply, rx) = oneshot::channel();
+        let writers = self.writers.read().unwrap_or_else(|p| p.into_inner());
+        let Some(queue) = writers.get(partition as usize % writers.len().max(1)) else { return Err(Error::Closed) };
+        match queue.try_send(Job::Write(WriteRequest { partition, ops, reply })) {
+            Ok(()) => Ok(Pending::new(rx, Arc::clone(part))),
+            Err(TrySendError::Full(_)) => Err(Error::Overloaded { partition }),
+            Err(TrySendError::Disconnected(_)) => Err(Error::Closed),
+        }
+    }
+
+    /// Sends a control job to a partition's writer and waits for its answer.
+    fn control<T>(&self, partition: u32, job: impl FnOnce(oneshot::Sender<T>) -> Job) -> Result<T> {
+        let (reply, rx) = oneshot::channel();
+        let queue = {
+            let writers = self.writers.read().unwrap_or_else(|p| p.into_inner());
+            writers.get(partition as usize % writers.len().max(1)).cloned().ok_or(Error::Closed)?
+        };
+        queue.send(job(reply)).map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| Error::Closed)
+    }
+
+    /// Rebuilds one partition's compact index from its SQLite data.
+    pub fn rebuild_index(&self, partition: u32) -> Result<()> {
+        self.control(partition, |reply| Job::Rebuild { partition, reply })?
+    }
+
+    /// Merges every partition's recent index entries into its index file now, waiting for
+    /// the merges (normally they happen in the background at `merge_threshold`).
+    pub fn merge_indexes(&self) -> Result<()> {
+        let writers = self.writers.read().unwrap_or_else(|p| p.into_inner()).clone();
+        for partition in self.partitions.iter().filter(|p| p.index.is_some()) {
+            if self.control(partition.id, |reply| Job::Freeze { partition: partition.id, reply })? {
+                maintenance::merge(partition, &writers)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one partition: SQLite's `quick_check`, the record count, index <-> data.
+    pub fn check_partition(&self, partition: u32) -> Result<PartitionCheck> {
+        if partition >= self.config.partitions {
+            return Err(Error::Config(format!("no partition {partition}")));
+        }
+        self.control(partition, |reply| Job::Check { partition, reply })?
+    }
+
+    /// Checks every partition.
+    pub fn check(&self) -> Result<Vec<PartitionCheck>> {
+        (0..self.config.partitions).map(|p| self.check_partition(p)).collect()
+    }
+
+    /// Sizes, counts and health of every partition, and the writers' counters.
+    pub fn stats(&self) -> StoreStats {
+        let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
+        let partitions = self
+            .partitions
+            .iter()
+            .map(|p| {
+                let index = p.index.as_ref().map(|i| i.sizes()).unwrap_or_default();
+                PartitionStats {
+                    partition: p.id,
+                    records: p.counters.records.load(Ordering::Relaxed),
+                    db_bytes: size(&p.db_path),
+                    wal_bytes: size(&p.wal_path),
+                    index_bytes: index.file_bytes,
+                    index_file_entries: index.file_entries,
+                    index_recent_entries: index.recent_entries,
+                    commits: p.counters.commits.load(Ordering::Relaxed),
+                    ops: p.counters.ops.load(Ordering::Relaxed),
+                    merges: p.counters.merges.load(Ordering::Relaxed),
+                    readers_open: p.readers.open_connections(),
+                    poisoned: p.poisoned(),
+                }
+            })
+            .collect();
+        let queue_depths = self.writers.read().unwrap_or_else(|p| p.into_inner()).iter().map(Sender::len).collect();
+        StoreStats {
+            data_dir: self.layout.dir().display().to_string(),
+            manifest: self.manifest.clone(),
+            partitions,
+            queue_depths,
+            writers: self.metrics.snapshot(),
+        }
+    }
+
+    /// Stops background work, lets the writers commit everything queued, checkpoints and
+    /// closes. Idempotent; dropping the store does the same.
+    pub fn close(&self) {
+        if let Some((stop, thread)) = self.maintenance.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = stop.send(Maintenance::Stop);
+            let _ = thread.join();
+        }
+        self.writers.write().unwrap_or_else(|p| p.into_inner()).clear();
+        for thread in self.writer_threads.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map_err(|e| Error::Io { path: name.into(), message: e.to_string() })
+}
+
+/// Raises the soft open-files limit as far as needed (and allowed), and refuses a
+/// configuration that would run out of file descriptors under load.
+fn ensure_fd_budget(config: &Config) -> Result<()> {
+    // Per partition: the writer's db + wal, the shared shm, the index, two per reader.
+    let per_partition = 4 + 2 * config.readers_per_partition as u64;
+    let needed = u64::from(config.partitions) * per_partition + 64;
+    let limit = rlimit::increase_nofile_limit(needed).unwrap_or(0);
+    if limit != 0 && limit < needed {
+        return Err(Error::Config(format!(
+            "{} partitions with {} readers each need about {needed} file descriptors, but the limit is {limit}: \
+             raise `ulimit -n`, or lower readers_per_partition",
+            config.partitions, config.readers_per_partition
+        )));
+    }
+    Ok(())
+}
+
+/// The answer to one queued operation, once its transaction commits.
+#[derive(Debug)]
+#[must_use = "a write is only known to be committed once its Pending resolves"]
+pub struct Pending {
+    rx: Rx,
+    partition: Arc<Partition>,
+}
+
+/// The reply channel, blocking until first polled, then async.
+#[derive(Debug)]
+enum Rx {
+    Blocking(oneshot::Receiver<RequestResult>),
+    Async(oneshot::AsyncReceiver<RequestResult>),
+    Done,
+}
+
+impl Pending {
+    fn new(rx: oneshot::Receiver<RequestResult>, partition: Arc<Partition>) -> Self {
+        Self { rx: Rx::Blocking(rx), partition }
+    }
+
+    /// Blocks until the transaction holding this operation has committed (or failed).
+    pub fn wait(self) -> Result<Outcome> {
+        single(self.wait_all())
+    }
+
+    fn wait_all(mut self) -> RequestResult {
+        let result = match std::mem::replace(&mut self.rx, Rx::Done) {
+            Rx::Blocking(rx) => rx.recv().map_err(|_| ()),
+            Rx::Async(_) | Rx::Done => panic!("a Pending is either awaited or waited for, not both"),
+        };
+        all(result, &self.partition)
+    }
+
+    fn poll_all(&mut self, cx: &mut Context<'_>) -> Poll<RequestResult> {
+        loop {
+            match std::mem::replace(&mut self.rx, Rx::Done) {
+                Rx::Blocking(rx) => self.rx = Rx::Async(rx.into_future()),
+                Rx::Async(mut rx) => {
+                    return match Pin::new(&mut rx).poll(cx) {
+                        Poll::Ready(result) => Poll::Ready(all(result.map_err(|_| ()), &self.partition)),
+                        Poll::Pending => {
+                            self.rx = Rx::Async(rx);
+                            Poll::Pending
+                        }
+                    }
+                }
+                Rx::Done => panic!("a Pending polled after it resolved"),
+            }
+        }
+    }
+}
+
+impl Future for Pending {
+    type Output = Result<Outcome>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_all(cx).map(single)
+    }
+}
+
+fn all(result: std::result::Result<RequestResult, ()>, partition: &Partition) -> RequestResult {
+    // A dropped reply means the writer died: the partition is poisoned, or the store closed.
+    result.unwrap_or_else(|()| Err(partition.poison_error().unwrap_or(Error::Closed)))
+}
+
+fn single(result: RequestResult) -> Result<Outcome> {
+    result?.pop().expect("one operation, one outcome")
+}
+
+/// The answers to a queued batch.
+#[derive(Debug)]
+#[must_use = "a batch is only known to be committed once it resolves"]
+pub struct PendingBatch {
+    len: usize,
+    groups: Vec<(Vec<usize>, Result<Pending>)>,
+}
+
+impl PendingBatch {
+    /// Blocks until every partition's part has committed; results in the batch's order.
+    pub fn wait(self) -> Vec<Result<Outcome>> {
+        let mut out: Vec<Result<Outcome>> = (0..self.len).map(|_| Err(Error::Closed)).collect();
+        for (slots, pending) in self.groups {
+            let results = pending.and_then(Pending::wait_all);
+            scatter(&mut out, &slots, results);
+        }
+        out
+    }
+
+    /// Awaits every partition's part; results in the batch's order.
+    pub async fn resolve(self) -> Vec<Result<Outcome>> {
+        let mut out: Vec<Result<Outcome>> = (0..self.len).map(|_| Err(Error::Closed)).collect();
+        for (slots, pending) in self.groups {
+            let results = match pending {
+                Ok(mut p) => std::future::poll_fn(|cx| p.poll_all(cx)).await,
+                Err(e) => Err(e),
+            };
+            scatter(&mut out, &slots, results);
+        }
+        out
+    }
+}
+
+fn scatter(out: &mut [Result<Outcome>], slots: &[usize], results: RequestResult) {
+    match results {
+        Ok(results) => {
+            for (slot, result) in slots.iter().zip(results) {
+                out[*slot] = result;
+            }
+        }
+        Err(err) => {
+            for slot in slots {
+                out[*slot] = Err(err.clone());
+            }
+        }
+    }
+}
+
+/// One partition's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionStats {
+    /// The partition.
+    pub partition: u32,
+    /// Live records.
+    pub records: u64,
+    /// Bytes of the SQLite database file.
+    pub db_bytes: u64,
+    /// Bytes of its WAL.
+    pub wal_bytes: u64,
+    /// Bytes of the index file.
+    pub index_bytes: u64,
+    /// Entries in the index file.
+    pub index_file_entries: u64,
+    /// Index entries in RAM, not yet merged.
+    pub index_recent_entries: u64,
+    /// Transactions committed.
+    pub commits: u64,
+    /// Operations committed.
+    pub ops: u64,
+    /// Index merges completed since open.
+    pub merges: u64,
+    /// Read connections open.
+    pub readers_open: usize,
+    /// Why writes are refused, if they are.
+    pub poisoned: Option<String>,
+}
+
+/// The whole store's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreStats {
+    /// The data directory.
+    pub data_dir: String,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// Each partition.
+    pub partitions: Vec<PartitionStats>,
+    /// Jobs waiting in each writer thread's queue.
+    pub queue_depths: Vec<usize>,
+    /// Commit counters and the requests-per-commit histogram.
+    pub writers: MetricsSnapshot,
+}
