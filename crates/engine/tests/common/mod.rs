@@ -1,0 +1,34 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use shardlite_engine::{Config, IndexMode, Synchronous};
+
+/// A small, fast configuration: few partitions, no fsync (durability is the crash test's job).
+pub fn small_config(index: IndexMode) -> Config {
+    Config {
+        partitions: 4,
+        index,
+        synchronous: Synchronous::Off,
+        writer_threads: 2,
+        readers_per_partition: 2,
+        cache_size_kib: 512,
+        ..Config::default()
+    }
+}
+
+/// The i-th test key: 32 bytes, like the note's records.
+pub fn key(i: u32) -> Vec<u8> {
+    let mut k = xxhash_like(i).to_vec();
+    k.extend_from_slice(&i.to_be_bytes());
+    k.resize(32, b'k');
+    k
+}
+
+fn xxhash_like(i: u32) -> [u8; 8] {
+    (u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5bd1_e995).to_le_bytes()
+}
+
+/// A value that says which key and version it belongs to.
+pub fn value(i: u32, version: u32) -> Vec<u8> {
+    format!("value-{i}-{version}").into_bytes()
+}

@@ -1,0 +1,258 @@
+//! The store's contract, on real SQLite files: reads, conditional writes, batches, reopening,
+//! merges, statistics, and the errors callers get for bad input or a wrong directory.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{key, small_config, value};
+use shardlite_engine::{Condition, Config, Error, IndexMode, Op, Outcome, Record, Store, Written};
+
+fn all_modes() -> [IndexMode; 2] {
+    [IndexMode::Hash, IndexMode::Sqlite]
+}
+
+#[test]
+fn put_get_update_delete_in_every_indexed_mode() {
+    for mode in all_modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), small_config(mode)).unwrap();
+        let k = key(1);
+        assert_eq!(store.get(&k).unwrap(), None, "{mode}");
+        assert_eq!(store.put(&k, b"one".to_vec(), Condition::None).unwrap(), Written { counter: 1, created: true });
+        assert_eq!(store.put(&k, b"two".to_vec(), Condition::None).unwrap(), Written { counter: 2, created: false });
+        assert_eq!(store.get(&k).unwrap(), Some(Record { counter: 2, value: b"two".to_vec() }));
+        assert_eq!(store.delete(&k, Condition::None).unwrap(), 2);
+        assert_eq!(store.get(&k).unwrap(), None);
+        assert_eq!(store.delete(&k, Condition::None), Err(Error::NotFound));
+        // A key inserted again after a delete starts its counter over.
+        assert_eq!(store.put(&k, b"three".to_vec(), Condition::None).unwrap().counter, 1);
+    }
+}
+
+#[test]
+fn conditional_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
+    let k = key(7);
+    assert_eq!(store.put(&k, b"x".to_vec(), Condition::Present), Err(Error::NotFound));
+    assert_eq!(store.put(&k, b"x".to_vec(), Condition::Counter(1)), Err(Error::NotFound));
+    assert!(store.put(&k, b"x".to_vec(), Condition::Absent).unwrap().created);
+    assert_eq!(store.put(&k, b"y".to_vec(), Condition::Absent), Err(Error::ConditionFailed { current: Some(1) }));
+    assert_eq!(store.put(&k, b"y".to_vec(), Condition::Counter(5)), Err(Error::ConditionFailed { current: Some(1) }));
+    assert_eq!(store.put(&k, b"y".to_vec(), Condition::Counter(1)).unwrap().counter, 2);
+    assert_eq!(store.put(&k, b"z".to_vec(), Condition::Present).unwrap().counter, 3);
+    assert_eq!(store.delete(&k, Condition::Counter(2)), Err(Error::ConditionFailed { current: Some(3) }));
+    assert_eq!(store.get(&k).unwrap().unwrap().value, b"z");
+    assert_eq!(store.delete(&k, Condition::Counter(3)), Ok(3));
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { max_value: 100, ..small_config(IndexMode::Hash) };
+    let store = Store::create(dir.path(), config).unwrap();
+    assert_eq!(store.get(b""), Err(Error::InvalidKey { len: 0, max: 1024 }));
+    assert_eq!(store.get(&[1u8; 1025]), Err(Error::InvalidKey { len: 1025, max: 1024 }));
+    assert!(store.get(&[1u8; 1024]).unwrap().is_none());
+    assert_eq!(store.put(b"k", vec![0; 101], Condition::None), Err(Error::ValueTooLarge { len: 101, max: 100 }));
+    assert!(store.put(b"k", vec![0; 100], Condition::None).is_ok());
+    assert!(store.put(b"e", Vec::new(), Condition::None).is_ok(), "empty values are values");
+    assert_eq!(store.get(b"e").unwrap().unwrap().value, b"");
+}
+
+#[test]
+fn index_mode_none_appends_and_refuses_lookups() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), small_config(IndexMode::None)).unwrap();
+    for i in 0..100 {
+        assert!(store.put(&key(i), value(i, 0), Condition::None).unwrap().created);
+    }
+    assert!(matches!(store.get(&key(1)), Err(Error::Unsupported { .. })));
+    assert!(matches!(store.delete(&key(1), Condition::None), Err(Error::Unsupported { .. })));
+    assert!(matches!(store.put(&key(1), vec![], Condition::Absent), Err(Error::Unsupported { .. })));
+    let records: u64 = store.stats().partitions.iter().map(|p| p.records).sum();
+    assert_eq!(records, 100);
+    assert!(store.check().unwrap().iter().all(|c| c.is_ok()));
+}
+
+#[test]
+fn batches_apply_in_order_and_answer_per_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
+    let (a, b) = (key(1), key(2));
+    let results = store
+        .batch(vec![
+            Op::Put { key: a.clone(), value: b"1".to_vec(), condition: Condition::Absent },
+            Op::Put { key: a.clone(), value: b"2".to_vec(), condition: Condition::Counter(1) },
+            Op::Get { key: a.clone() },
+            Op::Put { key: a.clone(), value: b"x".to_vec(), condition: Condition::Absent },
+            Op::Delete { key: b.clone(), condition: Condition::None },
+            Op::Put { key: b.clone(), value: b"b".to_vec(), condition: Condition::None },
+            Op::Delete { key: b.clone(), condition: Condition::None },
+            Op::Get { key: b.clone() },
+        ])
+        .unwrap();
+    assert_eq!(
+        results,
+        vec![
+            Ok(Outcome::Written(Written { counter: 1, created: true })),
+            Ok(Outcome::Written(Written { counter: 2, created: false })),
+            Ok(Outcome::Found(Some(Record { counter: 2, value: b"2".to_vec() }))),
+            Err(Error::ConditionFailed { current: Some(2) }),
+            Err(Error::NotFound),
+            Ok(Outcome::Written(Written { counter: 1, created: true })),
+            Ok(Outcome::Deleted { counter: 1 }),
+            Ok(Outcome::Found(None)),
+        ]
+    );
+    assert_eq!(store.get(&a).unwrap().unwrap().counter, 2);
+    assert_eq!(store.get(&b).unwrap(), None);
+    let err = store.batch(vec![Op::Get { key: a }, Op::Get { key: Vec::new() }]).unwrap_err();
+    assert!(matches!(err, Error::InvalidKey { .. }));
+}
+
+#[test]
+fn data_survives_reopen_and_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { merge_threshold: 50, ..small_config(IndexMode::Hash) };
+    {
+        let store = Store::create(dir.path(), config.clone()).unwrap();
+        for i in 0..1_000 {
+            store.put(&key(i), value(i, 0), Condition::None).unwrap();
+        }
+        for i in (0..1_000).step_by(3) {
+            store.put(&key(i), value(i, 1), Condition::None).unwrap();
+        }
+        for i in (0..1_000).step_by(5) {
+            store.delete(&key(i), Condition::None).unwrap();
+        }
+        store.merge_indexes().unwrap();
+        let stats = store.stats();
+        assert!(stats.partitions.iter().all(|p| p.merges > 0 && p.index_bytes > 0), "{stats:?}");
+    }
+    let store = Store::open(dir.path(), config).unwrap();
+    for i in 0..1_000 {
+        let got = store.get(&key(i)).unwrap();
+        let expected = match (i % 5, i % 3) {
+            (0, _) => None,
+            (_, 0) => Some(Record { counter: 2, value: value(i, 1) }),
+            _ => Some(Record { counter: 1, value: value(i, 0) }),
+        };
+        assert_eq!(got, expected, "key {i}");
+    }
+    let checks = store.check().unwrap();
+    assert!(checks.iter().all(|c| c.is_ok()), "{checks:?}");
+    assert_eq!(checks.iter().map(|c| c.records).sum::<u64>(), 800);
+}
+
+#[test]
+fn merges_drop_entries_of_deleted_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { partitions: 1, merge_threshold: 1_000_000, ..small_config(IndexMode::Hash) };
+    let store = Store::create(dir.path(), config).unwrap();
+    for i in 0..100 {
+        store.put(&key(i), value(i, 0), Condition::None).unwrap();
+    }
+    store.merge_indexes().unwrap();
+    for i in 0..40 {
+        store.delete(&key(i), Condition::None).unwrap();
+    }
+    let before = store.check_partition(0).unwrap();
+    assert!(before.is_ok(), "{before:?}");
+    assert_eq!((before.index_file_entries, before.stale_entries), (100, 40));
+    store.put(&key(1000), value(1000, 0), Condition::None).unwrap();
+    store.merge_indexes().unwrap();
+    let after = store.check_partition(0).unwrap();
+    assert!(after.is_ok(), "{after:?}");
+    assert_eq!((after.index_file_entries, after.stale_entries), (61, 0));
+}
+
+#[test]
+fn the_manifest_guards_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap());
+    let err = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap_err();
+    assert!(err.to_string().contains("already exists"), "{err}");
+    let err = Store::open(dir.path(), Config { partitions: 8, ..small_config(IndexMode::Hash) }).unwrap_err();
+    assert!(err.to_string().contains("partitions = 4"), "{err}");
+    let err = Store::open(dir.path(), small_config(IndexMode::Sqlite)).unwrap_err();
+    assert!(err.to_string().contains("index = hash"), "{err}");
+    let reopened = Store::open_existing(dir.path(), Config::default()).unwrap();
+    assert_eq!(reopened.config().partitions, 4);
+    let empty = tempfile::tempdir().unwrap();
+    assert!(matches!(Store::open(empty.path(), Config::default()), Err(Error::Io { .. })));
+}
+
+#[test]
+fn a_full_queue_answers_overloaded_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        partitions: 1,
+        writer_threads: 1,
+        queue_capacity: 1,
+        synchronous: shardlite_engine::Synchronous::Full,
+        ..small_config(IndexMode::Hash)
+    };
+    let store = Store::create(dir.path(), config).unwrap();
+    let mut pending = Vec::new();
+    let mut overloaded = 0;
+    for i in 0..2_000 {
+        match store.submit(Op::Put { key: key(i), value: value(i, 0), condition: Condition::None }) {
+            Ok(p) => pending.push((i, p)),
+            Err(Error::Overloaded { partition: 0 }) => overloaded += 1,
+            Err(other) => panic!("unexpected {other}"),
+        }
+    }
+    assert!(overloaded > 0, "2,000 submissions never filled a queue of one");
+    for (i, p) in pending {
+        assert!(p.wait().is_ok());
+        assert!(store.get(&key(i)).unwrap().is_some(), "acknowledged key {i} missing");
+    }
+}
+
+#[test]
+fn stats_count_records_and_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
+    let ops: Vec<Op> = (0..200).map(|i| Op::Put { key: key(i), value: value(i, 0), condition: Condition::None }).collect();
+    store.batch(ops).unwrap();
+    let stats = store.stats();
+    assert_eq!(stats.partitions.iter().map(|p| p.records).sum::<u64>(), 200);
+    assert_eq!(stats.partitions.iter().map(|p| p.ops).sum::<u64>(), 200);
+    assert!(stats.partitions.iter().all(|p| p.db_bytes > 0));
+    assert_eq!(stats.writers.requests, 4, "one request per partition");
+    assert_eq!(stats.queue_depths.len(), 2);
+}
+
+#[test]
+fn async_callers_await_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
+    let pending = store.submit(Op::Put { key: key(3), value: value(3, 0), condition: Condition::None }).unwrap();
+    let outcome = block_on(pending).unwrap();
+    assert_eq!(outcome, Outcome::Written(Written { counter: 1, created: true }));
+    let batch = store.submit_batch(vec![Op::Get { key: key(3) }, Op::Get { key: key(4) }]).unwrap();
+    let results = block_on(batch.resolve());
+    assert_eq!(results[1], Ok(Outcome::Found(None)));
+    assert!(matches!(&results[0], Ok(Outcome::Found(Some(r))) if r.counter == 1));
+}
+
+/// A minimal executor: polls the future, parking the thread until its waker fires.
+fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(out) => return out,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}
