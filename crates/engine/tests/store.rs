@@ -214,7 +214,8 @@ fn a_full_queue_answers_overloaded_at_once() {
 fn stats_count_records_and_batches() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
-    let ops: Vec<Op> = (0..200).map(|i| Op::Put { key: key(i), value: value(i, 0), condition: Condition::None }).collect();
+    let ops: Vec<Op> =
+        (0..200).map(|i| Op::Put { key: key(i), value: value(i, 0), condition: Condition::None }).collect();
     store.batch(ops).unwrap();
     let stats = store.stats();
     assert_eq!(stats.partitions.iter().map(|p| p.records).sum::<u64>(), 200);
