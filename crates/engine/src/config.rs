@@ -114,7 +114,10 @@ pub struct Config {
     pub transaction: TxMode,
     /// Largest value accepted, bytes.
     pub max_value: usize,
-    /// Writer threads; partition `p` belongs to thread `p % writer_threads`.
+    /// Writer threads; partition `p` belongs to thread `p % writer_threads`. Each commit with
+    /// `synchronous = full` waits for an fsync, and fsyncs of different files overlap well
+    /// (measured: 16 threads commit 5x more than 1 with 64 callers on 16 partitions), so
+    /// this is more threads than cores on purpose.
     pub writer_threads: usize,
     /// Requests each writer thread's queue holds before writes are refused as overloaded.
     pub queue_capacity: usize,
@@ -145,7 +148,7 @@ impl Default for Config {
             cache_size_kib: 2048,
             transaction: TxMode::Immediate,
             max_value: 1 << 20,
-            writer_threads: 4,
+            writer_threads: 16,
             queue_capacity: 4096,
             max_batch: 1024,
             max_linger_us: 0,
