@@ -125,6 +125,8 @@ pub struct Config {
     pub max_batch: usize,
     /// How long a writer waits for more requests after the first, microseconds (0: none).
     pub max_linger_us: u64,
+    /// Threads serving [`crate::Store::submit_get`] (reads for callers that must not block).
+    pub lookup_threads: usize,
     /// Read-only connections kept per partition, opened on demand.
     pub readers_per_partition: usize,
     /// WAL pages after which the writer runs a passive checkpoint.
@@ -152,6 +154,7 @@ impl Default for Config {
             queue_capacity: 4096,
             max_batch: 1024,
             max_linger_us: 0,
+            lookup_threads: 8,
             readers_per_partition: 2,
             checkpoint_pages: 4096,
             merge_threshold: 1 << 20,
@@ -183,6 +186,7 @@ impl Config {
             ("queue_capacity", self.queue_capacity),
             ("max_batch", self.max_batch),
             ("readers_per_partition", self.readers_per_partition),
+            ("lookup_threads", self.lookup_threads),
             ("merge_threshold", self.merge_threshold),
         ] {
             if v == 0 {

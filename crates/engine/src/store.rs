@@ -45,13 +45,61 @@ pub struct Store {
     layout: Layout,
     config: Config,
     manifest: Manifest,
+    shared: Arc<Shared>,
+    writer_threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The lookup threads and their queue; taken by `close`.
+    lookups: Mutex<Option<Lookups>>,
+    maintenance: Mutex<Option<(Sender<Maintenance>, JoinHandle<()>)>>,
+    metrics: Arc<Metrics>,
+}
+
+/// What every thread serving requests shares: the partitions and the queues to their writers.
+struct Shared {
     hasher: KeyHasher,
     partitions: Vec<Arc<Partition>>,
     /// One queue per writer thread; emptied by `close`, which is how writers learn to stop.
     writers: RwLock<Vec<Sender<Job>>>,
-    writer_threads: Mutex<Vec<JoinHandle<()>>>,
-    maintenance: Mutex<Option<(Sender<Maintenance>, JoinHandle<()>)>>,
-    metrics: Arc<Metrics>,
+}
+
+/// The threads serving `submit_get`, and their queue.
+struct Lookups {
+    queue: Sender<LookupJob>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// A lookup for the lookup threads.
+struct LookupJob {
+    key: Vec<u8>,
+    reply: oneshot::Sender<Result<Option<Record>>>,
+}
+
+impl Shared {
+    /// Reads a record on the calling thread; a damaged index page is rebuilt and the read
+    /// retried.
+    fn get(&self, key: &[u8]) -> Result<Option<Record>> {
+        let at = self.hasher.locate(key);
+        let partition = &self.partitions[at.partition as usize];
+        match partition.get(key, at.fingerprint) {
+            Err(Error::Corrupt { .. }) => {
+                self.control(at.partition, |reply| Job::Rebuild { partition: at.partition, reply })??;
+                partition.get(key, at.fingerprint)
+            }
+            other => other,
+        }
+    }
+
+    /// The queue of the writer thread owning `partition`.
+    fn queue(&self, partition: u32) -> Result<Sender<Job>> {
+        let writers = self.writers.read().unwrap_or_else(|p| p.into_inner());
+        writers.get(partition as usize % writers.len().max(1)).cloned().ok_or(Error::Closed)
+    }
+
+    /// Sends a control job to a partition's writer and waits for its answer.
+    fn control<T>(&self, partition: u32, job: impl FnOnce(oneshot::Sender<T>) -> Job) -> Result<T> {
+        let (reply, rx) = oneshot::channel();
+        self.queue(partition)?.send(job(reply)).map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| Error::Closed)
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -134,15 +182,26 @@ impl Store {
         let (parts, writer_senders) = (partitions.clone(), senders.clone());
         let maintenance_thread =
             spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, parts, writer_senders))?;
+        let shared = Arc::new(Shared { hasher, partitions, writers: RwLock::new(senders) });
+        let (lookup_tx, lookup_rx) = bounded::<LookupJob>(config.queue_capacity);
+        let lookup_threads = (0..config.lookup_threads)
+            .map(|i| {
+                let (jobs, shared) = (lookup_rx.clone(), Arc::clone(&shared));
+                spawn(format!("shardlite-lookup-{i}"), move || {
+                    for job in jobs {
+                        let _ = job.reply.send(shared.get(&job.key));
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         tracing::info!(dir = %layout.dir().display(), partitions = config.partitions, index = %config.index, "store opened");
         Ok(Self {
             layout,
             config,
             manifest,
-            hasher,
-            partitions,
-            writers: RwLock::new(senders),
+            shared,
             writer_threads: Mutex::new(handles),
+            lookups: Mutex::new(Some(Lookups { queue: lookup_tx, threads: lookup_threads })),
             maintenance: Mutex::new(Some((maintenance_tx, maintenance_thread))),
             metrics,
         })
@@ -160,20 +219,29 @@ impl Store {
 
     /// The partition a key belongs to.
     pub fn partition_of(&self, key: &[u8]) -> u32 {
-        self.hasher.locate(key).partition
+        self.shared.hasher.locate(key).partition
     }
 
     /// Reads a record.
+    /// Reads a record on the calling thread (which blocks for the SQLite read).
     pub fn get(&self, key: &[u8]) -> Result<Option<Record>> {
         self.validate(&Op::Get { key: Vec::new() }, key)?;
-        let at = self.hasher.locate(key);
-        let partition = &self.partitions[at.partition as usize];
-        match partition.get(key, at.fingerprint) {
-            Err(Error::Corrupt { .. }) => {
-                self.rebuild_index(at.partition)?;
-                partition.get(key, at.fingerprint)
-            }
-            other => other,
+        self.shared.get(key)
+    }
+
+    /// Queues a read for the store's lookup threads and returns its pending answer: for
+    /// callers that must not block, such as an async server. Fails at once with `Overloaded`
+    /// if the lookup queue is full.
+    pub fn submit_get(&self, key: Vec<u8>) -> Result<PendingGet> {
+        self.validate(&Op::Get { key: Vec::new() }, &key)?;
+        let partition = self.partition_of(&key);
+        let (reply, rx) = oneshot::channel();
+        let lookups = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(Lookups { queue, .. }) = lookups.as_ref() else { return Err(Error::Closed) };
+        match queue.try_send(LookupJob { key, reply }) {
+            Ok(()) => Ok(PendingGet(Reply::Blocking(rx))),
+            Err(TrySendError::Full(_)) => Err(Error::Overloaded { partition }),
+            Err(TrySendError::Disconnected(_)) => Err(Error::Closed),
         }
     }
 
@@ -197,7 +265,7 @@ impl Store {
     /// queue is full, `Poisoned` if the partition refuses writes, or the input's error.
     pub fn submit(&self, op: Op) -> Result<Pending> {
         self.validate(&op, op.key())?;
-        let at = self.hasher.locate(op.key());
+        let at = self.shared.hasher.locate(op.key());
         self.enqueue(at.partition, vec![(op, at.fingerprint)])
     }
 
@@ -216,7 +284,7 @@ impl Store {
         let len = ops.len();
         let mut groups: BTreeMap<u32, BatchGroup> = BTreeMap::new();
         for (i, op) in ops.into_iter().enumerate() {
-            let at = self.hasher.locate(op.key());
+            let at = self.shared.hasher.locate(op.key());
             let group = groups.entry(at.partition).or_default();
             group.0.push(i);
             group.1.push((op, at.fingerprint));
@@ -248,42 +316,29 @@ impl Store {
     }
 
     fn enqueue(&self, partition: u32, ops: Vec<(Op, u32)>) -> Result<Pending> {
-        let part = &self.partitions[partition as usize];
+        let part = &self.shared.partitions[partition as usize];
         if let Some(err) = part.poison_error() {
             return Err(err);
         }
         let (reply, rx) = oneshot::channel();
-        let writers = self.writers.read().unwrap_or_else(|p| p.into_inner());
-        let Some(queue) = writers.get(partition as usize % writers.len().max(1)) else { return Err(Error::Closed) };
-        match queue.try_send(Job::Write(WriteRequest { partition, ops, reply })) {
+        match self.shared.queue(partition)?.try_send(Job::Write(WriteRequest { partition, ops, reply })) {
             Ok(()) => Ok(Pending::new(rx, Arc::clone(part))),
             Err(TrySendError::Full(_)) => Err(Error::Overloaded { partition }),
             Err(TrySendError::Disconnected(_)) => Err(Error::Closed),
         }
     }
 
-    /// Sends a control job to a partition's writer and waits for its answer.
-    fn control<T>(&self, partition: u32, job: impl FnOnce(oneshot::Sender<T>) -> Job) -> Result<T> {
-        let (reply, rx) = oneshot::channel();
-        let queue = {
-            let writers = self.writers.read().unwrap_or_else(|p| p.into_inner());
-            writers.get(partition as usize % writers.len().max(1)).cloned().ok_or(Error::Closed)?
-        };
-        queue.send(job(reply)).map_err(|_| Error::Closed)?;
-        rx.recv().map_err(|_| Error::Closed)
-    }
-
     /// Rebuilds one partition's compact index from its SQLite data.
     pub fn rebuild_index(&self, partition: u32) -> Result<()> {
-        self.control(partition, |reply| Job::Rebuild { partition, reply })?
+        self.shared.control(partition, |reply| Job::Rebuild { partition, reply })?
     }
 
     /// Merges every partition's recent index entries into its index file now, waiting for
     /// the merges (normally they happen in the background at `merge_threshold`).
     pub fn merge_indexes(&self) -> Result<()> {
-        let writers = self.writers.read().unwrap_or_else(|p| p.into_inner()).clone();
-        for partition in self.partitions.iter().filter(|p| p.index.is_some()) {
-            if self.control(partition.id, |reply| Job::Freeze { partition: partition.id, reply })? {
+        let writers = self.shared.writers.read().unwrap_or_else(|p| p.into_inner()).clone();
+        for partition in self.shared.partitions.iter().filter(|p| p.index.is_some()) {
+            if self.shared.control(partition.id, |reply| Job::Freeze { partition: partition.id, reply })? {
                 maintenance::merge(partition, &writers)?;
             }
         }
@@ -295,7 +350,7 @@ impl Store {
         if partition >= self.config.partitions {
             return Err(Error::Config(format!("no partition {partition}")));
         }
-        self.control(partition, |reply| Job::Check { partition, reply })?
+        self.shared.control(partition, |reply| Job::Check { partition, reply })?
     }
 
     /// Checks every partition.
@@ -307,6 +362,7 @@ impl Store {
     pub fn stats(&self) -> StoreStats {
         let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
         let partitions = self
+            .shared
             .partitions
             .iter()
             .map(|p| {
@@ -327,7 +383,8 @@ impl Store {
                 }
             })
             .collect();
-        let queue_depths = self.writers.read().unwrap_or_else(|p| p.into_inner()).iter().map(Sender::len).collect();
+        let queue_depths =
+            self.shared.writers.read().unwrap_or_else(|p| p.into_inner()).iter().map(Sender::len).collect();
         StoreStats {
             data_dir: self.layout.dir().display().to_string(),
             manifest: self.manifest.clone(),
@@ -340,11 +397,17 @@ impl Store {
     /// Stops background work, lets the writers commit everything queued, checkpoints and
     /// closes. Idempotent; dropping the store does the same.
     pub fn close(&self) {
+        if let Some(Lookups { queue, threads }) = self.lookups.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            drop(queue);
+            for thread in threads {
+                let _ = thread.join();
+            }
+        }
         if let Some((stop, thread)) = self.maintenance.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = stop.send(Maintenance::Stop);
             let _ = thread.join();
         }
-        self.writers.write().unwrap_or_else(|p| p.into_inner()).clear();
+        self.shared.writers.write().unwrap_or_else(|p| p.into_inner()).clear();
         for thread in self.writer_threads.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
             let _ = thread.join();
         }
@@ -381,25 +444,53 @@ fn ensure_fd_budget(config: &Config) -> Result<()> {
     Ok(())
 }
 
+/// A reply channel: blocking until first polled, then async.
+#[derive(Debug)]
+enum Reply<T> {
+    Blocking(oneshot::Receiver<T>),
+    Async(oneshot::AsyncReceiver<T>),
+    Done,
+}
+
+impl<T> Reply<T> {
+    /// Blocks for the answer; `Err` if the sender was dropped.
+    fn wait(&mut self) -> std::result::Result<T, ()> {
+        match std::mem::replace(self, Reply::Done) {
+            Reply::Blocking(rx) => rx.recv().map_err(|_| ()),
+            Reply::Async(_) | Reply::Done => panic!("a reply is either awaited or waited for, not both"),
+        }
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<T, ()>> {
+        loop {
+            match std::mem::replace(self, Reply::Done) {
+                Reply::Blocking(rx) => *self = Reply::Async(rx.into_future()),
+                Reply::Async(mut rx) => {
+                    return match Pin::new(&mut rx).poll(cx) {
+                        Poll::Ready(result) => Poll::Ready(result.map_err(|_| ())),
+                        Poll::Pending => {
+                            *self = Reply::Async(rx);
+                            Poll::Pending
+                        }
+                    }
+                }
+                Reply::Done => panic!("a reply polled after it resolved"),
+            }
+        }
+    }
+}
+
 /// The answer to one queued operation, once its transaction commits.
 #[derive(Debug)]
 #[must_use = "a write is only known to be committed once its Pending resolves"]
 pub struct Pending {
-    rx: Rx,
+    reply: Reply<RequestResult>,
     partition: Arc<Partition>,
-}
-
-/// The reply channel, blocking until first polled, then async.
-#[derive(Debug)]
-enum Rx {
-    Blocking(oneshot::Receiver<RequestResult>),
-    Async(oneshot::AsyncReceiver<RequestResult>),
-    Done,
 }
 
 impl Pending {
     fn new(rx: oneshot::Receiver<RequestResult>, partition: Arc<Partition>) -> Self {
-        Self { rx: Rx::Blocking(rx), partition }
+        Self { reply: Reply::Blocking(rx), partition }
     }
 
     /// Blocks until the transaction holding this operation has committed (or failed).
@@ -408,29 +499,12 @@ impl Pending {
     }
 
     fn wait_all(mut self) -> RequestResult {
-        let result = match std::mem::replace(&mut self.rx, Rx::Done) {
-            Rx::Blocking(rx) => rx.recv().map_err(|_| ()),
-            Rx::Async(_) | Rx::Done => panic!("a Pending is either awaited or waited for, not both"),
-        };
+        let result = self.reply.wait();
         all(result, &self.partition)
     }
 
     fn poll_all(&mut self, cx: &mut Context<'_>) -> Poll<RequestResult> {
-        loop {
-            match std::mem::replace(&mut self.rx, Rx::Done) {
-                Rx::Blocking(rx) => self.rx = Rx::Async(rx.into_future()),
-                Rx::Async(mut rx) => {
-                    return match Pin::new(&mut rx).poll(cx) {
-                        Poll::Ready(result) => Poll::Ready(all(result.map_err(|_| ()), &self.partition)),
-                        Poll::Pending => {
-                            self.rx = Rx::Async(rx);
-                            Poll::Pending
-                        }
-                    }
-                }
-                Rx::Done => panic!("a Pending polled after it resolved"),
-            }
-        }
+        self.reply.poll(cx).map(|result| all(result, &self.partition))
     }
 }
 
@@ -439,6 +513,26 @@ impl Future for Pending {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.poll_all(cx).map(single)
+    }
+}
+
+/// The answer to a queued read.
+#[derive(Debug)]
+#[must_use = "a read's answer arrives through its PendingGet"]
+pub struct PendingGet(Reply<Result<Option<Record>>>);
+
+impl PendingGet {
+    /// Blocks for the record.
+    pub fn wait(mut self) -> Result<Option<Record>> {
+        self.0.wait().unwrap_or(Err(Error::Closed))
+    }
+}
+
+impl Future for PendingGet {
+    type Output = Result<Option<Record>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.poll(cx).map(|r| r.unwrap_or(Err(Error::Closed)))
     }
 }
 

@@ -232,6 +232,9 @@ fn async_callers_await_commits() {
     let pending = store.submit(Op::Put { key: key(3), value: value(3, 0), condition: Condition::None }).unwrap();
     let outcome = block_on(pending).unwrap();
     assert_eq!(outcome, Outcome::Written(Written { counter: 1, created: true }));
+    assert_eq!(block_on(store.submit_get(key(3)).unwrap()).unwrap().unwrap().value, value(3, 0));
+    assert_eq!(store.submit_get(key(4)).unwrap().wait(), Ok(None));
+    assert!(matches!(store.submit_get(Vec::new()), Err(Error::InvalidKey { .. })));
     let batch = store.submit_batch(vec![Op::Get { key: key(3) }, Op::Get { key: key(4) }]).unwrap();
     let results = block_on(batch.resolve());
     assert_eq!(results[1], Ok(Outcome::Found(None)));
