@@ -39,8 +39,10 @@ pub struct Options {
     pub phase: Duration,
     /// Drop the data files from the page cache before each get phase.
     pub evict_before_get: bool,
-    /// Where data directories are made (a temporary directory below it).
-    pub work_dir: Option<PathBuf>,
+    /// Where the data directories (one per mode) live. `None`: a temporary directory, removed
+    /// afterwards. `Some`: kept, and a mode whose directory already holds the records is not
+    /// preloaded again (so a run under a memory limit can reuse a load made without one).
+    pub data_dir: Option<PathBuf>,
     /// Engine settings for the measured phases (partitions, synchronous, ...); `index` is
     /// taken from `modes`.
     pub config: Config,
@@ -58,7 +60,7 @@ impl Default for Options {
             callers: vec![16, 64],
             phase: Duration::from_secs(5),
             evict_before_get: false,
-            work_dir: None,
+            data_dir: None,
             config: Config { partitions: 16, ..Config::default() },
             seed: 1,
         }
@@ -119,22 +121,29 @@ pub struct ModeReport {
 
 /// Runs the benchmark; `progress` hears a line per step.
 pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec<ModeReport>> {
-    let base = match &opts.work_dir {
-        Some(dir) => tempfile::tempdir_in(dir)?,
-        None => tempfile::tempdir()?,
+    let temp = match &opts.data_dir {
+        Some(_) => None,
+        None => Some(tempfile::tempdir()?),
     };
+    let base = opts.data_dir.as_deref().or(temp.as_ref().map(|t| t.path())).expect("one of the two");
     let mut reports = Vec::new();
     for &mode in &opts.modes {
-        let dir = base.path().join(mode.as_str());
+        let dir = base.join(mode.as_str());
         let config = Config { index: mode, ..opts.config.clone() };
-        progress(&format!("{mode}: preloading {} records", opts.records));
-        let preload_per_sec = preload(&dir, &config, opts)?;
+        let preload_per_sec = if dir.join("shardlite.toml").exists() {
+            progress(&format!("{mode}: reusing {}", dir.display()));
+            0.0
+        } else {
+            progress(&format!("{mode}: preloading {} records", opts.records));
+            preload(&dir, &config, opts)?
+        };
         let store = Store::open(&dir, config)?;
         store.merge_indexes()?;
         let stats = store.stats();
         let records: u64 = stats.partitions.iter().map(|p| p.records).sum::<u64>().max(1);
         let index_bytes: u64 = stats.partitions.iter().map(|p| p.index_bytes).sum();
-        let next_insert = AtomicU64::new(opts.records);
+        // A reused directory may hold keys inserted by earlier runs: continue after them.
+        let next_insert = AtomicU64::new(opts.records.max(records));
         let mut phases = Vec::new();
         for &callers in &opts.callers {
             for &phase in phase_names(mode) {
@@ -161,7 +170,9 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec
             phases,
         });
         drop(store);
-        std::fs::remove_dir_all(&dir)?;
+        if temp.is_some() {
+            std::fs::remove_dir_all(&dir)?;
+        }
     }
     Ok(reports)
 }

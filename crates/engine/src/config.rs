@@ -156,7 +156,7 @@ impl Default for Config {
             max_linger_us: 0,
             lookup_threads: 8,
             readers_per_partition: 2,
-            checkpoint_pages: 4096,
+            checkpoint_pages: 1000,
             merge_threshold: 1 << 20,
             fingerprint_bits: 32,
         }

@@ -16,6 +16,7 @@
 //! (SQL, writer, readers, recovery, check), [`index`] (the compact index and its file format),
 //! [`manifest`] and [`layout`] (what the directory is and where its files are), [`config`].
 
+pub mod bulk;
 pub mod config;
 pub mod error;
 pub mod index;

@@ -56,12 +56,17 @@ struct BenchEngineArgs {
     /// SQLite page cache per connection, KiB.
     #[arg(long, default_value_t = Config::default().cache_size_kib)]
     cache_size_kib: u32,
+    /// Any other engine setting, as `name=value` (the TOML key of the engine configuration),
+    /// e.g. `--set checkpoint_pages=1000`. Repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    settings: Vec<String>,
     /// Drop the data files from the page cache before each get phase.
     #[arg(long)]
     evict: bool,
-    /// Directory to create the temporary data directories in.
+    /// Keep the data directories here (DIR/hash, DIR/sqlite, ...) and reuse them on the next run
+    /// instead of preloading again. Default: a temporary directory, removed afterwards.
     #[arg(long)]
-    dir: Option<PathBuf>,
+    data: Option<PathBuf>,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -85,14 +90,17 @@ fn bench_engine(args: BenchEngineArgs) -> anyhow::Result<()> {
         callers: args.callers,
         phase: Duration::from_secs_f64(args.seconds),
         evict_before_get: args.evict,
-        work_dir: args.dir,
-        config: Config {
-            partitions: args.partitions,
-            synchronous: args.synchronous,
-            writer_threads: args.writer_threads,
-            cache_size_kib: args.cache_size_kib,
-            ..Config::default()
-        },
+        data_dir: args.data,
+        config: with_settings(
+            Config {
+                partitions: args.partitions,
+                synchronous: args.synchronous,
+                writer_threads: args.writer_threads,
+                cache_size_kib: args.cache_size_kib,
+                ..Config::default()
+            },
+            &args.settings,
+        )?,
         ..engine_bench::Options::default()
     };
     let reports = engine_bench::run(&opts, |line| eprintln!("{line}"))?;
@@ -102,6 +110,22 @@ fn bench_engine(args: BenchEngineArgs) -> anyhow::Result<()> {
         print!("{}", engine_bench::render(&reports));
     }
     Ok(())
+}
+
+/// Applies `name=value` settings to a configuration, with the names and value syntax of its
+/// TOML form.
+fn with_settings(config: Config, settings: &[String]) -> anyhow::Result<Config> {
+    let mut table = toml::Table::try_from(&config)?;
+    for setting in settings {
+        let (name, value) = setting.split_once('=').with_context(|| format!("`{setting}` is not NAME=VALUE"))?;
+        let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .or_else(|_| toml::from_str::<toml::Table>(&format!("v = \"{value}\"")))
+            .with_context(|| format!("bad value in `{setting}`"))?
+            .remove("v")
+            .expect("parsed a table with v");
+        table.insert(name.trim().to_owned(), value);
+    }
+    Ok(table.try_into()?)
 }
 
 fn check(data: PathBuf, json: bool) -> anyhow::Result<()> {

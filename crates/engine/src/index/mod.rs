@@ -217,6 +217,30 @@ impl HashIndex {
         Ok(())
     }
 
+    /// Writes a new file from the file, the recent part and `new` (ascending, every id above
+    /// the others) with `watermark`, and empties the recent part: the bulk loader's last step,
+    /// one sequential pass. Offline only: no writer may be running.
+    pub fn bulk_merge(&self, new: Vec<u64>, watermark: u64) -> Result<()> {
+        let _guard = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let (main, recent) = {
+            let state = self.read();
+            let mut recent: Vec<u64> = state.active.iter().copied().collect();
+            recent.extend(state.frozen.iter().flat_map(|f| f.iter().copied()));
+            recent.sort_unstable();
+            (Arc::clone(&state.main), recent)
+        };
+        let expected = main.header().entries + (recent.len() + new.len()) as u64;
+        let merged = merge_sorted(merge_sorted(main.scan()?, recent.into_iter().map(Ok)), new.into_iter().map(Ok));
+        format::write(&self.path, expected, watermark, self.fingerprint_bits, merged)?;
+        let new_main = MainIndex::open(&self.path)?;
+        let mut state = self.write();
+        state.main = Arc::new(new_main);
+        state.frozen = None;
+        state.active.clear();
+        state.indexed_max = state.indexed_max.max(watermark);
+        Ok(())
+    }
+
     /// Sizes for statistics.
     pub fn sizes(&self) -> IndexSizes {
         let state = self.read();

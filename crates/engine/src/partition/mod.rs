@@ -143,8 +143,8 @@ impl Partition {
 }
 
 /// Opens the index file and brings it up to date with SQLite, or rebuilds it when it is
-/// damaged, missing, ahead of SQLite, or so far behind that a rebuild is cheaper.
-fn recover_index(
+/// damaged, ahead of SQLite, or so far behind that a rebuild is cheaper.
+pub fn recover_index(
     conn: &Connection,
     path: &std::path::Path,
     config: &Config,

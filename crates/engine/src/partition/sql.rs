@@ -48,12 +48,7 @@ pub fn open_writer(path: &std::path::Path, config: &Config, index: IndexMode) ->
         JournalMode::Delete => "DELETE",
     };
     conn.pragma_update(None, "journal_mode", journal)?;
-    let sync = match config.synchronous {
-        Synchronous::Full => "FULL",
-        Synchronous::Normal => "NORMAL",
-        Synchronous::Off => "OFF",
-    };
-    conn.pragma_update(None, "synchronous", sync)?;
+    set_synchronous(&conn, config.synchronous)?;
     common_pragmas(&conn, config)?;
     // The writer is the one place that checkpoints, at a WAL size threshold; journal_size_limit
     // truncates the WAL back after a checkpoint so its file stays bounded on disk.
@@ -248,4 +243,30 @@ pub fn integrity_check_table(conn: &Connection, table: &str) -> Result<String> {
     let mut stmt = conn.prepare(&format!("PRAGMA integrity_check({table})"))?;
     let lines: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
     Ok(lines.join("; "))
+}
+
+/// A named value of `meta`, if set.
+pub fn meta_value(conn: &Connection, name: &str) -> Result<Option<i64>> {
+    Ok(conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0)).optional()?)
+}
+
+/// Sets a named value of `meta`.
+pub fn set_meta_value(conn: &Connection, name: &str, value: i64) -> Result<()> {
+    conn.prepare_cached("INSERT OR REPLACE INTO meta(name, value) VALUES (?1, ?2)")?.execute(params![name, value])?;
+    Ok(())
+}
+
+/// Sets `synchronous` on a connection (the bulk loader restores FULL before its last
+/// checkpoint, so the checkpoint's fsyncs make the load durable).
+pub fn set_synchronous(conn: &Connection, sync: Synchronous) -> Result<()> {
+    conn.pragma_update(None, "synchronous", synchronous_word(sync))?;
+    Ok(())
+}
+
+fn synchronous_word(sync: Synchronous) -> &'static str {
+    match sync {
+        Synchronous::Full => "FULL",
+        Synchronous::Normal => "NORMAL",
+        Synchronous::Off => "OFF",
+    }
 }

@@ -1,0 +1,333 @@
+//! The offline bulk loader: appends records `i = start..end` of a deterministic data set to a
+//! data directory at full machine speed, with no server running.
+//!
+//! Records are generated in chunks (by the caller's generator, on all cores), grouped by
+//! partition, and appended by rowid in one transaction per partition and chunk with
+//! `synchronous = off` (a crash of the loader loses at most uncommitted chunks; every committed
+//! one is a consistent SQLite state). No index lookups: the keys of a data set are distinct by
+//! construction. Each partition's compact index is written once at the end, in one sequential
+//! merge of its old file, its recent tail and the new entries (sorted in RAM, 8 bytes each).
+//! Finally each partition is checkpointed with `synchronous = full`, which makes the load durable.
+//!
+//! Each partition records in its `meta` table, in the same transaction as the data, the data
+//! set it holds (`dataset_seed`, `dataset_key_size`, `dataset_value_size`) and how far it has
+//! loaded it (`dataset_next`). So a load continues where the data set ends, and an interrupted
+//! load resumes without duplicates: a partition skips the records it already has.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Mutex,
+    },
+    time::Instant,
+};
+
+use rusqlite::Connection;
+use serde::Serialize;
+
+use crate::{
+    config::IndexMode,
+    index::{entry, HashIndex},
+    keyhash::KeyHasher,
+    layout::Layout,
+    manifest::Manifest,
+    partition::{recover_index, sql},
+    Config, Error, Result, Synchronous,
+};
+
+/// Which data set is loaded: records are `generate(i)` for `i` in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Dataset {
+    /// Seed of the key space.
+    pub seed: u64,
+    /// Key length, bytes.
+    pub key_size: usize,
+    /// Value length, bytes.
+    pub value_size: usize,
+}
+
+/// What a load did.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadSummary {
+    /// The data set.
+    pub dataset: Dataset,
+    /// First record index loaded.
+    pub start: u64,
+    /// One past the last record index loaded.
+    pub end: u64,
+    /// Records appended by this run (fewer than `end - start` when resuming).
+    pub appended: u64,
+    /// Records in the directory afterwards.
+    pub records: u64,
+    /// Seconds spent appending.
+    pub append_seconds: f64,
+    /// Seconds spent writing indexes and checkpointing.
+    pub finish_seconds: f64,
+    /// Appended records per second, over the whole run.
+    pub records_per_sec: f64,
+}
+
+/// Fills `key` and `value` (cleared by the caller) with record `i`.
+pub type Generator<'a> = dyn Fn(u64, &mut Vec<u8>, &mut Vec<u8>) + Sync + 'a;
+
+/// What to load.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// The data set.
+    pub dataset: Dataset,
+    /// Records to add after those the directory already holds.
+    pub count: u64,
+    /// Records generated, grouped and committed at a time (RAM: ~`chunk` records).
+    pub chunk: u64,
+}
+
+impl Plan {
+    /// Adds `count` records of `dataset`, a million at a time.
+    pub fn new(dataset: Dataset, count: u64) -> Self {
+        Self { dataset, count, chunk: 1 << 20 }
+    }
+}
+/// Threads generating and committing.
+const THREADS: usize = 2;
+
+/// One partition during a load.
+struct Part {
+    conn: Connection,
+    index: Option<HashIndex>,
+    next_id: u64,
+    records: u64,
+    /// Records of the data set below this index are already here.
+    loaded_to: u64,
+    /// Index entries of the records appended, in id order.
+    entries: Vec<u64>,
+}
+
+/// Appends records `next..next + plan.count` of the plan's data set (where `next` is where the
+/// data set held by `dir` ends; 0 for a new directory), creating the directory with `config` if
+/// needed. `progress(done, total)` hears of every committed chunk.
+pub fn load(
+    dir: &std::path::Path,
+    config: &Config,
+    plan: &Plan,
+    generate: &Generator<'_>,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<LoadSummary> {
+    let Plan { dataset, count, chunk } = *plan;
+    let layout = Layout::new(dir);
+    let config = open_manifest(&layout, config)?;
+    let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
+    let bulk =
+        Config { synchronous: Synchronous::Off, checkpoint_pages: 16_384, cache_size_kib: 16_384, ..config.clone() };
+    let parts: Vec<Mutex<Part>> = (0..config.partitions)
+        .map(|p| open_part(&layout, p, &bulk, hasher, dataset).map(Mutex::new))
+        .collect::<Result<_>>()?;
+    let start = parts.iter().map(|p| p.lock().expect("fresh lock").loaded_to).min().unwrap_or(0);
+    let end = start + count;
+    let started = Instant::now();
+    let appended = AtomicU64::new(0);
+    let mut chunk_start = start;
+    while chunk_start < end {
+        let chunk_end = (chunk_start + chunk.max(1)).min(end);
+        let groups = generate_chunk(chunk_start..chunk_end, &hasher, generate, dataset);
+        let n = commit_chunk(&parts, groups, chunk_end, dataset)?;
+        appended.fetch_add(n, Ordering::Relaxed);
+        progress(chunk_end - start, count);
+        chunk_start = chunk_end;
+    }
+    let append_seconds = started.elapsed().as_secs_f64();
+    let finishing = Instant::now();
+    parallel(parts.len(), |p| finish_part(&mut parts[p].lock().unwrap_or_else(|e| e.into_inner())))?;
+    let appended = appended.into_inner();
+    let records = parts.iter().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()).records).sum();
+    Ok(LoadSummary {
+        dataset,
+        start,
+        end,
+        appended,
+        records,
+        append_seconds,
+        finish_seconds: finishing.elapsed().as_secs_f64(),
+        records_per_sec: appended as f64 / started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Creates the manifest or checks it against `config`; returns `config` with the directory's
+/// fixed settings.
+fn open_manifest(layout: &Layout, config: &Config) -> Result<Config> {
+    config.validate()?;
+    let mut config = config.clone();
+    if layout.manifest().exists() {
+        let manifest = Manifest::read(&layout.manifest())?;
+        manifest.check_matches(&config, &layout.manifest())?;
+        manifest.apply_to(&mut config);
+    } else {
+        std::fs::create_dir_all(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
+        Manifest::for_config(&config).write(&layout.manifest())?;
+    }
+    Ok(config)
+}
+
+fn open_part(layout: &Layout, p: u32, config: &Config, hasher: KeyHasher, dataset: Dataset) -> Result<Part> {
+    let conn = sql::open_writer(&layout.db(p), config, config.index)?;
+    let (next_id, records) = sql::read_meta(&conn)?;
+    let loaded_to = check_dataset(&conn, dataset, &layout.db(p))?;
+    let index = match config.index {
+        IndexMode::Hash => Some(recover_index(&conn, &layout.index(p), config, hasher, next_id)?),
+        _ => None,
+    };
+    Ok(Part { conn, index, next_id, records, loaded_to, entries: Vec::new() })
+}
+
+/// How far this partition has loaded `dataset`; refuses a partition holding another data set.
+fn check_dataset(conn: &Connection, dataset: Dataset, path: &std::path::Path) -> Result<u64> {
+    let stored = (
+        sql::meta_value(conn, "dataset_seed")?,
+        sql::meta_value(conn, "dataset_key_size")?,
+        sql::meta_value(conn, "dataset_value_size")?,
+    );
+    let wanted = (dataset.seed as i64, dataset.key_size as i64, dataset.value_size as i64);
+    match stored {
+        (None, _, _) => Ok(0),
+        (Some(seed), Some(k), Some(v)) if (seed, k, v) == wanted => {
+            Ok(sql::meta_value(conn, "dataset_next")?.unwrap_or(0) as u64)
+        }
+        (seed, k, v) => Err(Error::Config(format!(
+            "{} holds the data set with seed {}, key size {}, value size {}; load that one, or use a new directory",
+            path.display(),
+            seed.unwrap_or_default() as u64,
+            k.unwrap_or_default(),
+            v.unwrap_or_default()
+        ))),
+    }
+}
+
+/// One generated record: `(i, fingerprint, key ‖ value)`.
+type Generated = (u64, u32, Vec<u8>);
+/// The records of one chunk, grouped by partition.
+type Groups = Vec<Vec<Generated>>;
+
+fn generate_chunk(
+    range: std::ops::Range<u64>,
+    hasher: &KeyHasher,
+    generate: &Generator<'_>,
+    dataset: Dataset,
+) -> Groups {
+    let partitions = hasher.partitions() as usize;
+    let len = range.end - range.start;
+    let halves: Vec<Groups> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..THREADS as u64)
+            .map(|t| {
+                let from = range.start + len * t / THREADS as u64;
+                let to = range.start + len * (t + 1) / THREADS as u64;
+                s.spawn(move || {
+                    let mut groups: Groups = (0..partitions).map(|_| Vec::new()).collect();
+                    let (mut key, mut value) = (Vec::new(), Vec::new());
+                    for i in from..to {
+                        key.clear();
+                        value.clear();
+                        generate(i, &mut key, &mut value);
+                        debug_assert_eq!((key.len(), value.len()), (dataset.key_size, dataset.value_size));
+                        let at = hasher.locate(&key);
+                        let mut record = Vec::with_capacity(key.len() + value.len());
+                        record.extend_from_slice(&key);
+                        record.extend_from_slice(&value);
+                        groups[at.partition as usize].push((i, at.fingerprint, record));
+                    }
+                    groups
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("generator thread panicked")).collect()
+    });
+    let mut groups: Groups = (0..partitions).map(|_| Vec::new()).collect();
+    for half in halves {
+        for (p, records) in half.into_iter().enumerate() {
+            groups[p].extend(records);
+        }
+    }
+    groups
+}
+
+/// Appends each partition's share of a chunk in one transaction; returns the records appended.
+fn commit_chunk(parts: &[Mutex<Part>], groups: Groups, chunk_end: u64, dataset: Dataset) -> Result<u64> {
+    let groups: Vec<Mutex<Vec<Generated>>> = groups.into_iter().map(Mutex::new).collect();
+    let appended = AtomicU64::new(0);
+    parallel(parts.len(), |p| {
+        let records = std::mem::take(&mut *groups[p].lock().unwrap_or_else(|e| e.into_inner()));
+        let mut part = parts[p].lock().unwrap_or_else(|e| e.into_inner());
+        let n = append(&mut part, records, chunk_end, dataset)?;
+        appended.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    })?;
+    Ok(appended.into_inner())
+}
+
+fn append(part: &mut Part, records: Vec<Generated>, chunk_end: u64, dataset: Dataset) -> Result<u64> {
+    let Part { conn, index, next_id, records: count, loaded_to, entries } = part;
+    let mut id = *next_id;
+    sql::begin(conn, crate::TxMode::Immediate)?;
+    let result = (|| {
+        for (_, fp, record) in records.iter().filter(|(i, _, _)| *i >= *loaded_to) {
+            let id32 = u32::try_from(id).map_err(|_| Error::PartitionFull { partition: 0 })?;
+            let (key, value) = record.split_at(dataset.key_size);
+            sql::insert(conn, id32, key, 1, value)?;
+            if index.is_some() {
+                entries.push(entry(*fp, id32));
+            }
+            id += 1;
+        }
+        let appended = id - *next_id;
+        sql::write_meta(conn, id, *count + appended)?;
+        sql::set_meta_value(conn, "dataset_seed", dataset.seed as i64)?;
+        sql::set_meta_value(conn, "dataset_key_size", dataset.key_size as i64)?;
+        sql::set_meta_value(conn, "dataset_value_size", dataset.value_size as i64)?;
+        sql::set_meta_value(conn, "dataset_next", chunk_end.max(*loaded_to) as i64)?;
+        sql::commit(conn)?;
+        Ok(appended)
+    })();
+    match result {
+        Ok(appended) => {
+            *count += appended;
+            *next_id = id;
+            *loaded_to = chunk_end.max(*loaded_to);
+            Ok(appended)
+        }
+        Err(e) => {
+            sql::rollback(conn);
+            let keep = entries.len() - (id - *next_id) as usize;
+            entries.truncate(keep);
+            Err(e)
+        }
+    }
+}
+
+/// Writes the partition's index in one sequential merge, then makes everything durable.
+fn finish_part(part: &mut Part) -> Result<()> {
+    if let Some(index) = &part.index {
+        let mut entries = std::mem::take(&mut part.entries);
+        entries.sort_unstable();
+        index.bulk_merge(entries, part.next_id - 1)?;
+    }
+    sql::set_synchronous(&part.conn, Synchronous::Full)?;
+    sql::checkpoint_truncate(&part.conn)
+}
+
+/// Runs `f(0..n)` on [`THREADS`] threads; the first error wins.
+fn parallel(n: usize, f: impl Fn(usize) -> Result<()> + Sync) -> Result<()> {
+    let next = AtomicUsize::new(0);
+    let failure = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..THREADS.min(n) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n || failure.lock().map(|f| f.is_some()).unwrap_or(true) {
+                    return;
+                }
+                if let Err(e) = f(i) {
+                    failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+                }
+            });
+        }
+    });
+    failure.into_inner().unwrap_or_else(|e| e.into_inner()).map_or(Ok(()), Err)
+}
