@@ -92,6 +92,7 @@ const THREADS: usize = 2;
 
 /// One partition during a load.
 struct Part {
+    id: u32,
     conn: Connection,
     index: Option<HashIndex>,
     next_id: u64,
@@ -128,8 +129,8 @@ pub fn load(
     let mut chunk_start = start;
     while chunk_start < end {
         let chunk_end = (chunk_start + chunk.max(1)).min(end);
-        let groups = generate_chunk(chunk_start..chunk_end, &hasher, generate, dataset);
-        let n = commit_chunk(&parts, groups, chunk_end, dataset)?;
+        let chunk = generate_chunk(chunk_start..chunk_end, &hasher, generate, dataset);
+        let n = commit_chunk(&parts, &chunk, chunk_end, dataset)?;
         appended.fetch_add(n, Ordering::Relaxed);
         progress(chunk_end - start, count);
         chunk_start = chunk_end;
@@ -175,7 +176,7 @@ fn open_part(layout: &Layout, p: u32, config: &Config, hasher: KeyHasher, datase
         IndexMode::Hash => Some(recover_index(&conn, &layout.index(p), config, hasher, next_id)?),
         _ => None,
     };
-    Ok(Part { conn, index, next_id, records, loaded_to, entries: Vec::new() })
+    Ok(Part { id: p, conn, index, next_id, records, loaded_to, entries: Vec::new() })
 }
 
 /// How far this partition has loaded `dataset`; refuses a partition holding another data set.
@@ -201,81 +202,100 @@ fn check_dataset(conn: &Connection, dataset: Dataset, path: &std::path::Path) ->
     }
 }
 
-/// One generated record: `(i, fingerprint, key ‖ value)`.
-type Generated = (u64, u32, Vec<u8>);
-/// The records of one chunk, grouped by partition.
-type Groups = Vec<Vec<Generated>>;
+/// One thread's records of one partition in a chunk, in `i` order: `(i, fingerprint)` and the
+/// fixed-size `key ‖ value` bytes of each, concatenated (one allocation, not one per record).
+#[derive(Default)]
+struct Share {
+    records: Vec<(u64, u32)>,
+    bytes: Vec<u8>,
+}
+
+/// A chunk's records: for each generating thread (in `i` order), each partition's share.
+type Chunk = Vec<Vec<Share>>;
 
 fn generate_chunk(
     range: std::ops::Range<u64>,
     hasher: &KeyHasher,
     generate: &Generator<'_>,
     dataset: Dataset,
-) -> Groups {
+) -> Chunk {
     let partitions = hasher.partitions() as usize;
     let len = range.end - range.start;
-    let halves: Vec<Groups> = std::thread::scope(|s| {
+    let record_len = dataset.key_size + dataset.value_size;
+    std::thread::scope(|s| {
         let workers: Vec<_> = (0..THREADS as u64)
             .map(|t| {
                 let from = range.start + len * t / THREADS as u64;
                 let to = range.start + len * (t + 1) / THREADS as u64;
                 s.spawn(move || {
-                    let mut groups: Groups = (0..partitions).map(|_| Vec::new()).collect();
+                    let expected = ((to - from) as usize / partitions) * 9 / 8 + 16;
+                    let mut shares: Vec<Share> = (0..partitions)
+                        .map(|_| Share {
+                            records: Vec::with_capacity(expected),
+                            bytes: Vec::with_capacity(expected * record_len),
+                        })
+                        .collect();
                     let (mut key, mut value) = (Vec::new(), Vec::new());
                     for i in from..to {
                         key.clear();
                         value.clear();
                         generate(i, &mut key, &mut value);
-                        debug_assert_eq!((key.len(), value.len()), (dataset.key_size, dataset.value_size));
+                        assert_eq!((key.len(), value.len()), (dataset.key_size, dataset.value_size), "record {i}");
                         let at = hasher.locate(&key);
-                        let mut record = Vec::with_capacity(key.len() + value.len());
-                        record.extend_from_slice(&key);
-                        record.extend_from_slice(&value);
-                        groups[at.partition as usize].push((i, at.fingerprint, record));
+                        let share = &mut shares[at.partition as usize];
+                        share.records.push((i, at.fingerprint));
+                        share.bytes.extend_from_slice(&key);
+                        share.bytes.extend_from_slice(&value);
                     }
-                    groups
+                    shares
                 })
             })
             .collect();
         workers.into_iter().map(|w| w.join().expect("generator thread panicked")).collect()
-    });
-    let mut groups: Groups = (0..partitions).map(|_| Vec::new()).collect();
-    for half in halves {
-        for (p, records) in half.into_iter().enumerate() {
-            groups[p].extend(records);
-        }
-    }
-    groups
+    })
 }
 
 /// Appends each partition's share of a chunk in one transaction; returns the records appended.
-fn commit_chunk(parts: &[Mutex<Part>], groups: Groups, chunk_end: u64, dataset: Dataset) -> Result<u64> {
-    let groups: Vec<Mutex<Vec<Generated>>> = groups.into_iter().map(Mutex::new).collect();
+fn commit_chunk(parts: &[Mutex<Part>], chunk: &Chunk, chunk_end: u64, dataset: Dataset) -> Result<u64> {
     let appended = AtomicU64::new(0);
     parallel(parts.len(), |p| {
-        let records = std::mem::take(&mut *groups[p].lock().unwrap_or_else(|e| e.into_inner()));
         let mut part = parts[p].lock().unwrap_or_else(|e| e.into_inner());
-        let n = append(&mut part, records, chunk_end, dataset)?;
+        let shares = chunk.iter().map(|thread| &thread[p]);
+        let n = append(&mut part, shares, chunk_end, dataset)?;
         appended.fetch_add(n, Ordering::Relaxed);
         Ok(())
     })?;
     Ok(appended.into_inner())
 }
 
-fn append(part: &mut Part, records: Vec<Generated>, chunk_end: u64, dataset: Dataset) -> Result<u64> {
-    let Part { conn, index, next_id, records: count, loaded_to, entries } = part;
+fn append<'a>(
+    part: &mut Part,
+    shares: impl Iterator<Item = &'a Share>,
+    chunk_end: u64,
+    dataset: Dataset,
+) -> Result<u64> {
+    let Part { id: partition, conn, index, next_id, records: count, loaded_to, entries } = part;
+    let record_len = dataset.key_size + dataset.value_size;
     let mut id = *next_id;
     sql::begin(conn, crate::TxMode::Immediate)?;
     let result = (|| {
-        for (_, fp, record) in records.iter().filter(|(i, _, _)| *i >= *loaded_to) {
-            let id32 = u32::try_from(id).map_err(|_| Error::PartitionFull { partition: 0 })?;
-            let (key, value) = record.split_at(dataset.key_size);
-            sql::insert(conn, id32, key, 1, value)?;
-            if index.is_some() {
-                entries.push(entry(*fp, id32));
+        let mut insert = sql::Appender::new(conn)?;
+        for share in shares {
+            for (n, (i, fp)) in share.records.iter().enumerate() {
+                if *i < *loaded_to {
+                    continue;
+                }
+                let id32 = u32::try_from(id).map_err(|_| Error::PartitionFull { partition: *partition })?;
+                let record = &share.bytes[n * record_len..(n + 1) * record_len];
+                let (key, value) = record.split_at(dataset.key_size);
+                insert.append(id32, key, value)?;
+                if index.is_some() {
+                    entries.push(entry(*fp, id32));
+                }
+                id += 1;
             }
-            id += 1;
         }
+        drop(insert);
         let appended = id - *next_id;
         sql::write_meta(conn, id, *count + appended)?;
         sql::set_meta_value(conn, "dataset_seed", dataset.seed as i64)?;

@@ -200,7 +200,7 @@ impl HashIndex {
     }
 
     /// Replaces the file with one built from `entries` (every live record, any order) and
-    /// empties the recent part: the repair for a damaged file, and the bulk loader's last step.
+    /// empties the recent part: the repair for a damaged file.
     /// Only the writer thread (or an offline caller) may rebuild, so no commit races it.
     pub fn rebuild(&self, mut entries: Vec<u64>, watermark: u64) -> Result<()> {
         let _guard = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
@@ -208,13 +208,7 @@ impl HashIndex {
         entries.dedup();
         let count = entries.len() as u64;
         format::write(&self.path, count, watermark, self.fingerprint_bits, entries.into_iter().map(Ok))?;
-        let new_main = MainIndex::open(&self.path)?;
-        let mut state = self.write();
-        state.main = Arc::new(new_main);
-        state.frozen = None;
-        state.active.clear();
-        state.indexed_max = state.indexed_max.max(watermark);
-        Ok(())
+        self.replace_everything(watermark)
     }
 
     /// Writes a new file from the file, the recent part and `new` (ascending, every id above
@@ -232,6 +226,12 @@ impl HashIndex {
         let expected = main.header().entries + (recent.len() + new.len()) as u64;
         let merged = merge_sorted(merge_sorted(main.scan()?, recent.into_iter().map(Ok)), new.into_iter().map(Ok));
         format::write(&self.path, expected, watermark, self.fingerprint_bits, merged)?;
+        self.replace_everything(watermark)
+    }
+
+    /// Swaps in the file just written as the whole index: it covers everything up to
+    /// `watermark`, so the recent part is emptied.
+    fn replace_everything(&self, watermark: u64) -> Result<()> {
         let new_main = MainIndex::open(&self.path)?;
         let mut state = self.write();
         state.main = Arc::new(new_main);
