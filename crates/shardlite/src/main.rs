@@ -1,11 +1,20 @@
 //! The `shardlite` binary: parses the command line and hands each subcommand to its crate.
 
+mod load;
+mod serve;
+mod stats;
+
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use shardlite_bench::engine_bench;
 use shardlite_engine::{Config, IndexMode, Store, Synchronous};
+
+/// mimalloc instead of glibc's malloc: buffers allocated on one thread and freed on another
+/// (HTTP worker -> lookup or writer thread) are the norm here (see docs/http-api.md, "Performance notes").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// An HTTP key-value server on partitioned SQLite.
 #[derive(Debug, Parser)]
@@ -17,8 +26,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the HTTP key-value API (SPEC §2) from a data directory until SIGTERM or Ctrl-C.
+    Serve(Box<serve::ServeArgs>),
     /// Benchmark the storage engine directly (no HTTP): insert, update and get per index mode.
     BenchEngine(BenchEngineArgs),
+    /// Bulk-load a deterministic data set into a data directory (offline, at full speed).
+    Load(load::LoadArgs),
+    /// Records and bytes of a data directory, per partition and in total.
+    Stats(stats::StatsArgs),
     /// Verify every partition of a data directory: SQLite integrity and index <-> data.
     Check {
         /// The data directory.
@@ -73,12 +88,20 @@ struct BenchEngineArgs {
 }
 
 fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // The server logs its start, shutdown and errors at `info`; the tools only warnings.
+    let default_filter = if matches!(cli.command, Command::Serve(_)) { "info" } else { "warn" };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into()),
+        )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match cli.command {
+        Command::Serve(args) => serve::run(&args),
         Command::BenchEngine(args) => bench_engine(args),
+        Command::Load(args) => load::run(args),
+        Command::Stats(args) => stats::run(args),
         Command::Check { data, json } => check(data, json),
     }
 }

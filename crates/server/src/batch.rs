@@ -1,0 +1,238 @@
+//! `POST /batch`: many gets, puts and deletes in one request (the format is documented in
+//! `docs/http-api.md`). Items that are malformed get their own 4xx result and are not sent;
+//! the rest go to the engine as one batch, whose operations on one partition commit in one
+//! transaction, in order. The answer is 200 with one result per item, in the request's order.
+
+use hyper::{body::Incoming, header::HeaderValue, header::RETRY_AFTER, StatusCode};
+use serde::{Deserialize, Serialize};
+use shardlite_engine::{Condition, Error as EngineError, Op, Outcome};
+
+use crate::{
+    body::{self, Limit},
+    error::ApiError,
+    key::{decode, parse_key},
+    response::{self, Response},
+    service::State,
+};
+
+/// The request body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchRequest {
+    ops: Vec<WireOp>,
+}
+
+/// One operation as sent.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+enum WireOp {
+    Get {
+        key: String,
+    },
+    Put {
+        key: String,
+        value: String,
+        #[serde(default)]
+        if_match: Option<IfMatch>,
+        #[serde(default)]
+        if_none_match: Option<String>,
+    },
+    Delete {
+        key: String,
+        #[serde(default)]
+        if_match: Option<IfMatch>,
+    },
+}
+
+/// `"if_match": 7` (compare-and-set on the counter) or `"if_match": "*"` (must exist).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum IfMatch {
+    Counter(u64),
+    Any(String),
+}
+
+/// The response body.
+#[derive(Debug, Serialize)]
+struct BatchResponse {
+    results: Vec<ItemResult>,
+}
+
+/// One operation's result: its HTTP status, and what the single-key route would have said.
+#[derive(Debug, Serialize, Default)]
+struct ItemResult {
+    status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counter: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+/// Serves `POST /batch`.
+pub async fn handle(state: &State, body: Incoming) -> Result<Response, ApiError> {
+    let limit = Limit { max: state.options.batch_max_bytes, code: "batch_too_large", what: "the batch" };
+    let bytes = body::read(body, limit, state.options.body_timeout).await?;
+    let request: BatchRequest = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_batch", format!("the batch is not valid: {e}")))?;
+    if request.ops.len() > state.options.batch_max_ops {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_many_ops",
+            format!("the batch has {} operations; the most is {}", request.ops.len(), state.options.batch_max_ops),
+        ));
+    }
+    let max_value = state.store.config().max_value;
+    let mut results: Vec<Option<ItemResult>> = Vec::with_capacity(request.ops.len());
+    let (mut ops, mut slots) = (Vec::new(), Vec::new());
+    for (i, wire) in request.ops.into_iter().enumerate() {
+        match to_op(wire, max_value) {
+            Ok(op) => {
+                ops.push(op);
+                slots.push(i);
+                results.push(None);
+            }
+            Err(err) => results.push(Some(error_result(err))),
+        }
+    }
+    if !ops.is_empty() {
+        let outcomes = state.store.submit_batch(ops)?.resolve().await;
+        for (slot, outcome) in slots.into_iter().zip(outcomes) {
+            results[slot] = Some(match outcome {
+                Ok(outcome) => success_result(outcome),
+                Err(err) => engine_error_result(err),
+            });
+        }
+    }
+    let results: Vec<ItemResult> = results.into_iter().map(Option::unwrap_or_default).collect();
+    let overloaded = results.iter().any(|r| r.status == StatusCode::SERVICE_UNAVAILABLE.as_u16());
+    let body = serde_json::to_vec(&BatchResponse { results })
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let mut resp = response::json(StatusCode::OK, body);
+    if overloaded {
+        resp.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    Ok(resp)
+}
+
+/// Checks and decodes one operation.
+fn to_op(wire: WireOp, max_value: usize) -> Result<Op, ApiError> {
+    Ok(match wire {
+        WireOp::Get { key } => Op::Get { key: parse_key(&key)? },
+        WireOp::Put { key, value, if_match, if_none_match } => {
+            let key = parse_key(&key)?;
+            if value.len() / 2 > max_value {
+                return Err(ApiError::from(EngineError::ValueTooLarge { len: value.len() / 2, max: max_value }));
+            }
+            let value = decode(&value).map_err(|why| bad_item("bad_value", format!("the value {why}")))?;
+            let condition = match (if_match, if_none_match) {
+                (None, None) => Condition::None,
+                (Some(_), Some(_)) => {
+                    return Err(bad_item("bad_condition", "give if_match or if_none_match, not both"))
+                }
+                (None, Some(star)) if star == "*" => Condition::Absent,
+                (None, Some(_)) => return Err(bad_item("bad_condition", "if_none_match takes only \"*\"")),
+                (Some(m), None) => if_match_condition(m)?,
+            };
+            Op::Put { key, value, condition }
+        }
+        WireOp::Delete { key, if_match } => {
+            Op::Delete { key: parse_key(&key)?, condition: if_match.map_or(Ok(Condition::None), if_match_condition)? }
+        }
+    })
+}
+
+fn if_match_condition(m: IfMatch) -> Result<Condition, ApiError> {
+    match m {
+        IfMatch::Counter(counter) => Ok(Condition::Counter(counter)),
+        IfMatch::Any(star) if star == "*" => Ok(Condition::Present),
+        IfMatch::Any(other) => {
+            Err(bad_item("bad_condition", format!("if_match takes a counter or \"*\", not {other:?}")))
+        }
+    }
+}
+
+fn bad_item(code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, code, message)
+}
+
+fn success_result(outcome: Outcome) -> ItemResult {
+    match outcome {
+        Outcome::Found(Some(record)) => ItemResult {
+            status: 200,
+            counter: Some(record.counter),
+            value: Some(hex::encode(record.value)),
+            ..ItemResult::default()
+        },
+        Outcome::Found(None) => engine_error_result(EngineError::NotFound),
+        Outcome::Written(w) => {
+            ItemResult { status: if w.created { 201 } else { 200 }, counter: Some(w.counter), ..ItemResult::default() }
+        }
+        Outcome::Deleted { counter } => ItemResult { status: 204, counter: Some(counter), ..ItemResult::default() },
+    }
+}
+
+fn error_result(err: ApiError) -> ItemResult {
+    ItemResult {
+        status: err.status.as_u16(),
+        error: Some(err.code),
+        message: Some(err.message),
+        ..ItemResult::default()
+    }
+}
+
+fn engine_error_result(err: EngineError) -> ItemResult {
+    // The single-key route sends a failed condition's current counter as the ETag.
+    let counter = match err {
+        EngineError::ConditionFailed { current } => current,
+        _ => None,
+    };
+    ItemResult { counter, ..error_result(ApiError::from(err)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Vec<Result<Op, ApiError>> {
+        let req: BatchRequest = serde_json::from_str(json).unwrap();
+        req.ops.into_iter().map(|w| to_op(w, 4)).collect()
+    }
+
+    #[test]
+    fn decodes_every_kind_of_operation() {
+        let ops = parse(
+            r#"{"ops": [{"op": "get", "key": "aa"},
+                        {"op": "put", "key": "bb", "value": "0102", "if_none_match": "*"},
+                        {"op": "put", "key": "bb", "value": "", "if_match": 3},
+                        {"op": "delete", "key": "cc", "if_match": "*"}]}"#,
+        );
+        assert_eq!(ops[0], Ok(Op::Get { key: vec![0xaa] }));
+        assert_eq!(ops[1], Ok(Op::Put { key: vec![0xbb], value: vec![1, 2], condition: Condition::Absent }));
+        assert_eq!(ops[2], Ok(Op::Put { key: vec![0xbb], value: vec![], condition: Condition::Counter(3) }));
+        assert_eq!(ops[3], Ok(Op::Delete { key: vec![0xcc], condition: Condition::Present }));
+    }
+
+    #[test]
+    fn malformed_items_fail_alone_with_a_status() {
+        let ops = parse(
+            r#"{"ops": [{"op": "get", "key": "AA"},
+                        {"op": "put", "key": "bb", "value": "0102030405"},
+                        {"op": "put", "key": "bb", "value": "zz"},
+                        {"op": "put", "key": "bb", "value": "", "if_none_match": "\"1\""},
+                        {"op": "delete", "key": "cc", "if_match": "x"}]}"#,
+        );
+        let status: Vec<u16> = ops.iter().map(|r| r.as_ref().unwrap_err().status.as_u16()).collect();
+        assert_eq!(status, [400, 413, 400, 400, 400]);
+    }
+
+    #[test]
+    fn unknown_fields_and_ops_are_refused() {
+        assert!(serde_json::from_str::<BatchRequest>(r#"{"ops": [{"op": "scan", "key": "aa"}]}"#).is_err());
+        assert!(serde_json::from_str::<BatchRequest>(r#"{"ops": [{"op": "get", "key": "aa", "x": 1}]}"#).is_err());
+        assert!(serde_json::from_str::<BatchRequest>(r#"{"ops": [], "extra": true}"#).is_err());
+    }
+}

@@ -1,0 +1,79 @@
+//! `/kv/{key}`: GET, HEAD, PUT, DELETE. Reads go to the engine's lookup threads and writes to
+//! its writer queues; the handlers only await their answers, so no SQLite work runs on the async
+//! runtime. A full queue fails at once (503, `Retry-After`) instead of waiting.
+
+use hyper::{body::Incoming, header::ETAG, http::request::Parts, Method, Request, StatusCode};
+use shardlite_engine::{Op, Outcome};
+
+use crate::{
+    body::{self, Limit},
+    conditional,
+    error::ApiError,
+    key::parse_key,
+    response::{self, etag, Response},
+    routes::kv_key,
+    service::State,
+};
+
+/// Serves one `/kv/{key}` request (the method is already known to be allowed).
+pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, ApiError> {
+    let (head, body) = req.into_parts();
+    let key = parse_key(kv_key(head.uri.path()))?;
+    match head.method {
+        Method::PUT => put(state, key, &head, body).await,
+        Method::DELETE => delete(state, key, &head).await,
+        _ => read(state, key, &head).await,
+    }
+}
+
+/// GET and HEAD.
+async fn read(state: &State, key: Vec<u8>, head: &Parts) -> Result<Response, ApiError> {
+    let record = state.store.submit_get(key)?.await?;
+    if let Some(status) = conditional::for_read(&head.headers, record.as_ref().map(|r| r.counter))? {
+        let mut resp = response::empty(status);
+        if let Some(r) = &record {
+            resp.headers_mut().insert(ETAG, etag(r.counter));
+        }
+        return Ok(resp);
+    }
+    match record {
+        Some(r) => Ok(response::value(r.counter, r.value, head.method == Method::HEAD)),
+        None => Err(ApiError::from(shardlite_engine::Error::NotFound)),
+    }
+}
+
+async fn put(state: &State, key: Vec<u8>, head: &Parts, body: Incoming) -> Result<Response, ApiError> {
+    let condition = conditional::for_put(&head.headers)?;
+    if body::declared_len(&body).is_none() {
+        return Err(ApiError::new(
+            StatusCode::LENGTH_REQUIRED,
+            "length_required",
+            "PUT needs a Content-Length (chunked values are not accepted)",
+        ));
+    }
+    let limit = Limit { max: state.store.config().max_value, code: "value_too_large", what: "the value" };
+    let value = body::read(body, limit, state.options.body_timeout).await?;
+    match state.store.submit(Op::Put { key, value, condition })?.await? {
+        Outcome::Written(w) => {
+            let mut resp = response::empty(if w.created { StatusCode::CREATED } else { StatusCode::OK });
+            resp.headers_mut().insert(ETAG, etag(w.counter));
+            Ok(resp)
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+async fn delete(state: &State, key: Vec<u8>, head: &Parts) -> Result<Response, ApiError> {
+    let condition = conditional::for_delete(&head.headers)?;
+    match state.store.submit(Op::Delete { key, condition })?.await? {
+        Outcome::Deleted { .. } => Ok(response::empty(StatusCode::NO_CONTENT)),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// The engine answered an operation with another operation's outcome: its bug, not the
+/// client's, so 500 rather than a panic.
+fn unexpected(outcome: &Outcome) -> ApiError {
+    tracing::error!(?outcome, "the engine answered with an outcome of another operation");
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the engine gave an unexpected answer")
+}

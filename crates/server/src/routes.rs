@@ -1,0 +1,107 @@
+//! The routes of SPEC §2: which path is which route, and which methods each allows.
+
+use hyper::Method;
+
+use crate::error::ApiError;
+
+/// A route of the API, also the `route` label of the request metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// `/kv/{key}`: GET, HEAD, PUT, DELETE.
+    Kv,
+    /// `/batch`: POST.
+    Batch,
+    /// `/healthz`: GET, HEAD; no auth, no storage work.
+    Healthz,
+    /// `/stats`: GET, HEAD.
+    Stats,
+    /// `/metrics`: GET, HEAD.
+    Metrics,
+    /// Any other path: 404.
+    Unknown,
+}
+
+/// Where keys start in a `/kv/{key}` path.
+const KV_PREFIX: &str = "/kv/";
+
+impl Route {
+    /// The route serving `path`.
+    pub fn of(path: &str) -> Self {
+        match path {
+            "/healthz" => Route::Healthz,
+            "/batch" => Route::Batch,
+            "/stats" => Route::Stats,
+            "/metrics" => Route::Metrics,
+            _ if path.starts_with(KV_PREFIX) => Route::Kv,
+            _ => Route::Unknown,
+        }
+    }
+
+    /// The route's name in metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::Kv => "/kv/{key}",
+            Route::Batch => "/batch",
+            Route::Healthz => "/healthz",
+            Route::Stats => "/stats",
+            Route::Metrics => "/metrics",
+            Route::Unknown => "unknown",
+        }
+    }
+
+    /// Answers 405 (with `Allow`) unless the route serves `method`; 404 for unknown routes.
+    pub fn allow(self, method: &Method, path: &str) -> Result<(), ApiError> {
+        let (allowed, allow) = match self {
+            Route::Kv => {
+                (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
+            }
+            Route::Batch => (*method == Method::POST, "POST"),
+            Route::Healthz | Route::Stats | Route::Metrics => {
+                (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
+            }
+            Route::Unknown => return Err(ApiError::unknown_route(path)),
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(ApiError::method_not_allowed(method, allow))
+        }
+    }
+}
+
+/// The hex key of a `/kv/{key}` path.
+pub fn kv_key(path: &str) -> &str {
+    path.strip_prefix(KV_PREFIX).unwrap_or_default()
+}
+
+/// A method's name in metrics: the methods the API uses, and `other` for the rest (so a client
+/// cannot make up label values).
+pub fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::POST => "POST",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_map_to_routes_and_methods_are_checked() {
+        assert_eq!(Route::of("/kv/00ff"), Route::Kv);
+        assert_eq!(Route::of("/kv/"), Route::Kv);
+        assert_eq!(Route::of("/kv"), Route::Unknown);
+        assert_eq!(Route::of("/healthz/"), Route::Unknown);
+        assert_eq!(kv_key("/kv/00ff"), "00ff");
+        assert!(Route::Kv.allow(&Method::DELETE, "/kv/00").is_ok());
+        let err = Route::Kv.allow(&Method::POST, "/kv/00").unwrap_err();
+        assert_eq!(err.status, 405);
+        assert_eq!(err.headers[0].1, "GET, HEAD, PUT, DELETE");
+        assert_eq!(Route::Unknown.allow(&Method::GET, "/nope").unwrap_err().status, 404);
+    }
+}

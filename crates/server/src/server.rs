@@ -1,0 +1,124 @@
+//! [`run`]: the accept loop, the connection cap, the HTTP/1 and HTTP/2 connections with their
+//! timeouts, and the orderly shutdown: stop accepting, let in-flight requests finish (up to the
+//! grace period), then close the store, which commits every queued write and checkpoints.
+
+use std::{convert::Infallible, future::Future, sync::Arc, time::Duration};
+
+use hyper::service::service_fn;
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::{conn::auto, graceful::GracefulShutdown},
+};
+use prometheus_client::metrics::gauge::Gauge;
+use shardlite_engine::Store;
+use tokio::{
+    net::TcpListener,
+    sync::{OwnedSemaphorePermit, Semaphore},
+};
+
+use crate::{
+    options::ServerOptions,
+    service::{handle, State},
+};
+
+/// After a failed `accept` (say, out of file descriptors), wait this long before the next.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Serves the API on `listener` until `shutdown` resolves, then shuts down in order and closes
+/// `store`. Returns once the store is closed: every acknowledged write is durable (as the
+/// store's `synchronous` setting defines) and the files are checkpointed.
+pub async fn run(
+    listener: TcpListener,
+    store: Arc<Store>,
+    options: ServerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let addr = listener.local_addr()?;
+    let connections = Arc::new(Semaphore::new(options.max_connections));
+    let grace = options.shutdown_grace;
+    let state = Arc::new(State::new(Arc::clone(&store), options));
+    let builder = http_builder(&state.options);
+    let graceful = GracefulShutdown::new();
+    tracing::info!(%addr, max_connections = state.options.max_connections, auth = state.auth.enabled(), "serving");
+
+    tokio::pin!(shutdown);
+    loop {
+        // Wait for a free connection slot before accepting, so excess clients wait in the
+        // kernel's backlog instead of costing memory here.
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            permit = Arc::clone(&connections).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break, // the semaphore is never closed
+            },
+        };
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    tracing::error!(%err, "accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        // Responses are small and written whole: send them now, not after Nagle's delay.
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(%err, "set_nodelay failed");
+        }
+        let open = Open::new(state.metrics.connections().clone(), permit);
+        let state = Arc::clone(&state);
+        let service = service_fn(move |req| {
+            let state = Arc::clone(&state);
+            async move { Ok::<_, Infallible>(handle(state, req).await) }
+        });
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned());
+        tokio::spawn(async move {
+            if let Err(err) = conn.await {
+                // Clients that vanish or send garbage end up here: worth a debug line, no more.
+                tracing::debug!(%err, "connection ended with an error");
+            }
+            drop(open);
+        });
+    }
+
+    drop(listener);
+    let open = graceful.count();
+    tracing::info!(connections = open, grace_ms = grace.as_millis() as u64, "shutting down: no longer accepting");
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("requests still in flight after the grace period; dropping their connections");
+    }
+    tokio::task::spawn_blocking(move || store.close()).await.map_err(std::io::Error::other)?;
+    tracing::info!("shutdown complete: queued writes committed, store closed");
+    Ok(())
+}
+
+/// The HTTP connection settings: HTTP/1.1 keep-alive (and HTTP/2 with prior knowledge), the
+/// header read timeout, and pipelined responses flushed together.
+fn http_builder(options: &ServerOptions) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(options.header_timeout).pipeline_flush(true);
+    builder.http2().timer(TokioTimer::new());
+    builder
+}
+
+/// An open connection: holds its slot and counts in the gauge until dropped, however the
+/// connection's task ends.
+struct Open {
+    gauge: Gauge,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Open {
+    fn new(gauge: Gauge, slot: OwnedSemaphorePermit) -> Self {
+        gauge.inc();
+        Self { gauge, _slot: slot }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}

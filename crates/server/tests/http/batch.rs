@@ -1,0 +1,121 @@
+//! `POST /batch`: the documented JSON format, per-item results (and per-item errors) in the
+//! request's order, hundreds of operations at once, and the batch limits.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use shardlite_engine::Config;
+use shardlite_server::ServerOptions;
+
+use crate::common::{config, error_of, key, TestServer};
+
+async fn batch(server: &TestServer, body: &Value) -> Vec<Value> {
+    let resp = server.client.post(server.at("/batch")).body(body.to_string()).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let body: Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    body["results"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn every_operation_gets_its_own_result_in_order() {
+    let server = TestServer::start(Config { max_value: 8, ..config() }).await;
+    let (a, b, missing) = (hex::encode(key(1)), hex::encode(key(2)), hex::encode(key(3)));
+    server.client.put(server.kv(&key(2))).body("old").send().await.unwrap();
+
+    let results = batch(
+        &server,
+        &json!({"ops": [
+            {"op": "put", "key": a, "value": "6869"},
+            {"op": "put", "key": a, "value": "686921"},
+            {"op": "get", "key": a},
+            {"op": "get", "key": missing},
+            {"op": "put", "key": b, "value": "00", "if_none_match": "*"},
+            {"op": "put", "key": b, "value": "01", "if_match": 7},
+            {"op": "put", "key": b, "value": "02", "if_match": 1},
+            {"op": "delete", "key": b, "if_match": "*"},
+            {"op": "delete", "key": missing},
+            {"op": "get", "key": "XYZ"},
+            {"op": "put", "key": a, "value": "000102030405060708"},
+            {"op": "put", "key": a, "value": "0g"},
+            {"op": "put", "key": missing, "value": "", "if_match": "*"},
+        ]}),
+    )
+    .await;
+    let status: Vec<u64> = results.iter().map(|r| r["status"].as_u64().unwrap()).collect();
+    assert_eq!(status, [201, 200, 200, 404, 412, 412, 200, 204, 404, 400, 413, 400, 404]);
+    assert_eq!(results[0], json!({"status": 201, "counter": 1}));
+    assert_eq!(results[1], json!({"status": 200, "counter": 2}));
+    assert_eq!(
+        results[2],
+        json!({"status": 200, "counter": 2, "value": "686921"}),
+        "a get sees earlier puts of its batch"
+    );
+    assert_eq!(results[3]["error"], "not_found");
+    assert_eq!(results[4]["counter"], 1, "a failed condition names the current counter");
+    assert_eq!(results[4]["error"], "precondition_failed");
+    assert_eq!(results[7], json!({"status": 204, "counter": 2}));
+    assert_eq!(results[9]["error"], "bad_key");
+    assert_eq!(results[10]["error"], "value_too_large");
+    assert_eq!(results[11]["error"], "bad_value");
+
+    // The batch's writes are there for single-key reads too.
+    let resp = server.client.get(server.kv(&key(1))).send().await.unwrap();
+    assert_eq!(resp.bytes().await.unwrap(), "hi!");
+    assert_eq!(server.client.get(server.kv(&key(2))).send().await.unwrap().status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn hundreds_of_operations_in_one_request() {
+    let server = TestServer::start(config()).await;
+    let puts: Vec<Value> = (0..500)
+        .map(|i| json!({"op": "put", "key": hex::encode(key(i)), "value": hex::encode(format!("value {i}"))}))
+        .collect();
+    let results = batch(&server, &json!({ "ops": puts })).await;
+    assert_eq!(results.len(), 500);
+    assert!(results.iter().all(|r| r["status"] == 201), "{results:?}");
+
+    let gets: Vec<Value> = (0..500).map(|i| json!({"op": "get", "key": hex::encode(key(i))})).collect();
+    let results = batch(&server, &json!({ "ops": gets })).await;
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r["value"], hex::encode(format!("value {i}")));
+    }
+}
+
+#[tokio::test]
+async fn an_empty_batch_is_an_empty_answer() {
+    let server = TestServer::start(config()).await;
+    assert!(batch(&server, &json!({"ops": []})).await.is_empty());
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_batches_are_refused_whole() {
+    let options = ServerOptions { batch_max_ops: 10, batch_max_bytes: 2000, ..ServerOptions::default() };
+    let server = TestServer::start_with(config(), options).await;
+    let post = |body: String| server.client.post(server.at("/batch")).body(body).send();
+
+    let ops: Vec<Value> = (0..11).map(|i| json!({"op": "get", "key": hex::encode(key(i))})).collect();
+    let resp = post(json!({ "ops": ops }).to_string()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(error_of(resp).await.0, "too_many_ops");
+
+    let big = json!({"ops": [{"op": "put", "key": "00", "value": "ab".repeat(1000)}]});
+    let resp = post(big.to_string()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(error_of(resp).await.0, "batch_too_large");
+
+    for bad in [
+        "",
+        "not json",
+        "[]",
+        r#"{"ops": {}}"#,
+        r#"{"ops": [{"op": "scan", "key": "00"}]}"#,
+        r#"{"ops": [{"op": "get"}]}"#,
+        r#"{"ops": [{"op": "get", "key": "00", "extra": 1}]}"#,
+        r#"{"ops": [{"op": "put", "key": "00", "value": 5}]}"#,
+    ] {
+        let resp = post(bad.to_owned()).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{bad}");
+        let (code, message) = error_of(resp).await;
+        assert_eq!(code, "bad_batch");
+        assert!(!message.is_empty());
+    }
+}

@@ -1,0 +1,202 @@
+//! `/kv/{key}`: every row of SPEC §2 for GET, HEAD, PUT and DELETE, with their headers and
+//! bodies, and the conditional requests.
+
+use reqwest::{header, StatusCode};
+use shardlite_engine::{Config, IndexMode};
+
+use crate::common::{config, error_of, key, TestServer};
+
+fn etag(resp: &reqwest::Response) -> Option<&str> {
+    resp.headers().get(header::ETAG).map(|v| v.to_str().unwrap())
+}
+
+#[tokio::test]
+async fn put_creates_then_updates_and_get_reads_back_with_the_counter_as_etag() {
+    let server = TestServer::start(config()).await;
+    let url = server.kv(&key(1));
+
+    let resp = server.client.put(&url).body("first").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    assert_eq!(etag(&resp), Some("\"1\""));
+    assert!(resp.bytes().await.unwrap().is_empty());
+
+    let resp = server.client.get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(etag(&resp), Some("\"1\""));
+    assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/octet-stream");
+    assert_eq!(resp.bytes().await.unwrap(), "first");
+
+    let resp = server.client.put(&url).body(vec![0u8, 255, 7]).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(etag(&resp), Some("\"2\""));
+    let resp = server.client.get(&url).send().await.unwrap();
+    assert_eq!(etag(&resp), Some("\"2\""));
+    assert_eq!(resp.bytes().await.unwrap().as_ref(), [0u8, 255, 7]);
+}
+
+#[tokio::test]
+async fn get_of_a_missing_key_is_404_with_a_json_error() {
+    let server = TestServer::start(config()).await;
+    let resp = server.client.get(server.kv(&key(9))).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    assert!(etag(&resp).is_none());
+    assert_eq!(error_of(resp).await.0, "not_found");
+}
+
+#[tokio::test]
+async fn head_answers_like_get_without_a_body() {
+    let server = TestServer::start(config()).await;
+    let url = server.kv(&key(2));
+    server.client.put(&url).body("twelve bytes").send().await.unwrap();
+
+    let resp = server.client.head(&url).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(etag(&resp), Some("\"1\""));
+    assert_eq!(resp.headers()[header::CONTENT_LENGTH], "12");
+    assert!(resp.bytes().await.unwrap().is_empty());
+
+    let resp = server.client.head(server.kv(&key(3))).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    assert!(resp.bytes().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_empty_value_is_a_value() {
+    let server = TestServer::start(config()).await;
+    let url = server.kv(&key(4));
+    assert_eq!(server.client.put(&url).body("").send().await.unwrap().status(), StatusCode::CREATED);
+    let resp = server.client.get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(resp.bytes().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn if_none_match_star_inserts_only() {
+    let server = TestServer::start(config()).await;
+    let url = server.kv(&key(5));
+    let put = |body: &'static str| server.client.put(&url).header(header::IF_NONE_MATCH, "*").body(body).send();
+
+    assert_eq!(put("one").await.unwrap().status(), StatusCode::CREATED);
+    let resp = put("two").await.unwrap();
+    assert_eq!(resp.status(), StatusCode::PRECONDITION_FAILED);
+    assert_eq!(etag(&resp), Some("\"1\""), "a failed condition names the current counter");
+    assert_eq!(error_of(resp).await.0, "precondition_failed");
+    assert_eq!(server.client.get(&url).send().await.unwrap().bytes().await.unwrap(), "one");
+}
+
+#[tokio::test]
+async fn if_match_is_update_only_compare_and_set() {
+    let server = TestServer::start(config()).await;
+    let url = server.kv(&key(6));
+    let put =
+        |tag: &'static str, body: &'static str| server.client.put(&url).header(header::IF_MATCH, tag).body(body).send();
+
+    // Absent: update-only writes are 404 and create nothing.
+    assert_eq!(put("*", "x").await.unwrap().status(), StatusCode::NOT_FOUND);
+    assert_eq!(put("\"1\"", "x").await.unwrap().status(), StatusCode::NOT_FOUND);
+    assert_eq!(server.client.get(&url).send().await.unwrap().status(), StatusCode::NOT_FOUND);
+
+    server.client.put(&url).body("v1").send().await.unwrap();
+    let resp = put("\"1\"", "v2").await.unwrap();
+    assert_eq!((resp.status(), etag(&resp)), (StatusCode::OK, Some("\"2\"")));
+    let resp = put("\"1\"", "lost").await.unwrap();
+    assert_eq!((resp.status(), etag(&resp)), (StatusCode::PRECONDITION_FAILED, Some("\"2\"")));
+    let resp = put("*", "v3").await.unwrap();
+    assert_eq!((resp.status(), etag(&resp)), (StatusCode::OK, Some("\"3\"")));
+    assert_eq!(server.client.get(&url).send().await.unwrap().bytes().await.unwrap(), "v3");
+}
+
+#[tokio::test]
+async fn malformed_conditional_headers_are_400() {
+    let server = TestServer::start(config()).await;
+    let url = server.kv(&key(7));
+    for (name, value) in [
+        (header::IF_MATCH, "1"),
+        (header::IF_MATCH, "\"abc\""),
+        (header::IF_MATCH, "W/\"1\""),
+        (header::IF_MATCH, "\"1\", \"2\""),
+        (header::IF_NONE_MATCH, "\"1\""),
+    ] {
+        let resp = server.client.put(&url).header(name.clone(), value).body("v").send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{name}: {value}");
+        assert_eq!(error_of(resp).await.0, "bad_header");
+    }
+    let both = server.client.put(&url).header(header::IF_MATCH, "*").header(header::IF_NONE_MATCH, "*").body("v");
+    assert_eq!(both.send().await.unwrap().status(), StatusCode::BAD_REQUEST);
+    let resp = server.client.delete(&url).header(header::IF_NONE_MATCH, "*").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn delete_is_204_then_404_and_honours_if_match() {
+    let server = TestServer::start(config()).await;
+    let url = server.kv(&key(8));
+    server.client.put(&url).body("v").send().await.unwrap();
+    server.client.put(&url).body("v").send().await.unwrap();
+
+    let resp = server.client.delete(&url).header(header::IF_MATCH, "\"1\"").send().await.unwrap();
+    assert_eq!((resp.status(), etag(&resp)), (StatusCode::PRECONDITION_FAILED, Some("\"2\"")));
+    let resp = server.client.delete(&url).header(header::IF_MATCH, "\"2\"").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    assert!(resp.bytes().await.unwrap().is_empty());
+    assert_eq!(server.client.get(&url).send().await.unwrap().status(), StatusCode::NOT_FOUND);
+
+    let resp = server.client.delete(&url).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    assert_eq!(error_of(resp).await.0, "not_found");
+    let resp = server.client.delete(&url).header(header::IF_MATCH, "*").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn conditional_gets_answer_304_and_412() {
+    let server = TestServer::start(config()).await;
+    let url = server.kv(&key(10));
+    server.client.put(&url).body("v").send().await.unwrap();
+
+    let resp = server.client.get(&url).header(header::IF_NONE_MATCH, "\"1\"").send().await.unwrap();
+    assert_eq!((resp.status(), etag(&resp)), (StatusCode::NOT_MODIFIED, Some("\"1\"")));
+    assert!(resp.bytes().await.unwrap().is_empty());
+    let resp = server.client.get(&url).header(header::IF_NONE_MATCH, "\"7\"").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let resp = server.client.get(&url).header(header::IF_MATCH, "\"7\"").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::PRECONDITION_FAILED);
+}
+
+#[tokio::test]
+async fn a_value_of_exactly_max_value_bytes_is_stored() {
+    let server = TestServer::start(Config { max_value: 1000, ..config() }).await;
+    let url = server.kv(&key(11));
+    let value = vec![0xa5u8; 1000];
+    assert_eq!(server.client.put(&url).body(value.clone()).send().await.unwrap().status(), StatusCode::CREATED);
+    assert_eq!(server.client.get(&url).send().await.unwrap().bytes().await.unwrap().as_ref(), value);
+}
+
+#[tokio::test]
+async fn index_mode_none_accepts_only_unconditional_puts() {
+    let server = TestServer::start(Config { index: IndexMode::None, ..config() }).await;
+    let url = server.kv(&key(12));
+    assert_eq!(server.client.put(&url).body("v").send().await.unwrap().status(), StatusCode::CREATED);
+    for req in [
+        server.client.get(&url),
+        server.client.delete(&url),
+        server.client.put(&url).header(header::IF_NONE_MATCH, "*").body("v"),
+    ] {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(resp.headers()[header::ALLOW], "PUT");
+        assert_eq!(error_of(resp).await.0, "unsupported");
+    }
+}
+
+#[tokio::test]
+async fn http2_with_prior_knowledge_serves_the_same_api() {
+    let server = TestServer::start(config()).await;
+    let client = reqwest::Client::builder().no_proxy().http2_prior_knowledge().build().unwrap();
+    let url = server.kv(&key(13));
+    let resp = client.put(&url).body("h2").send().await.unwrap();
+    assert_eq!((resp.version(), resp.status()), (reqwest::Version::HTTP_2, StatusCode::CREATED));
+    let resp = client.get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.bytes().await.unwrap(), "h2");
+}

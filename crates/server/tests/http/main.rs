@@ -1,0 +1,13 @@
+//! The HTTP API over real HTTP: a server on 127.0.0.1:0 over a real store in a temporary
+//! directory, one module per concern. One test binary, so the helpers in `common` are shared
+//! without dead code and the suite links once.
+#![allow(clippy::unwrap_used)]
+
+mod auth;
+mod batch;
+mod common;
+mod kv;
+mod limits;
+mod observability;
+mod overload;
+mod shutdown;

@@ -1,0 +1,89 @@
+//! `/healthz`, `/stats` and `/metrics`: what they answer and that the figures are real.
+
+use reqwest::{header, StatusCode};
+use serde_json::Value;
+
+use crate::common::{config, key, TestServer};
+
+#[tokio::test]
+async fn healthz_answers_without_storage_work() {
+    let server = TestServer::start(config()).await;
+    let resp = server.client.get(server.at("/healthz")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.text().await.unwrap(), "ok\n");
+    let resp = server.client.head(server.at("/healthz")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn stats_reports_partitions_process_and_configuration() {
+    let server = TestServer::start(config()).await;
+    for i in 0..10 {
+        server.client.put(server.kv(&key(i))).body("value").send().await.unwrap();
+    }
+    let resp = server.client.get(server.at("/stats")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+    let stats: Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    assert_eq!(stats["totals"]["records"], 10);
+    let partitions = stats["store"]["partitions"].as_array().unwrap();
+    assert_eq!(partitions.len(), 4);
+    assert_eq!(partitions.iter().map(|p| p["records"].as_u64().unwrap()).sum::<u64>(), 10);
+    for field in ["db_bytes", "wal_bytes", "index_bytes", "commits", "merges"] {
+        assert!(partitions[0][field].is_u64(), "{field}");
+    }
+    assert!(stats["totals"]["db_bytes"].as_u64().unwrap() > 0);
+    assert!(stats["store"]["queue_depths"].is_array());
+    assert!(stats["store"]["writers"]["batch_sizes"].is_array());
+    assert!(stats["store"]["writers"]["commits"].as_u64().unwrap() >= 1);
+    assert!(stats["process"]["cpu_user_seconds"].as_f64().unwrap() > 0.0);
+    assert!(stats["process"]["rchar"].is_u64());
+    assert_eq!(stats["config"]["partitions"], 4);
+    assert_eq!(stats["config"]["synchronous"], "off");
+    assert_eq!(stats["server"]["max_connections"], 1024);
+    assert_eq!(stats["server"]["body_timeout_ms"], 30_000);
+    assert_eq!(stats["auth"], false);
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_route_and_status_and_read_the_store() {
+    let server = TestServer::start(config()).await;
+    for i in 0..3 {
+        server.client.put(server.kv(&key(i))).body("v").send().await.unwrap();
+    }
+    server.client.get(server.kv(&key(0))).send().await.unwrap();
+    server.client.get(server.kv(&key(99))).send().await.unwrap();
+
+    let resp = server.client.get(server.at("/metrics")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(resp.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with("application/openmetrics-text"));
+    let text = resp.text().await.unwrap();
+    let duration = "shardlite_http_request_duration_seconds_count";
+    for line in [
+        format!(r#"{duration}{{route="/kv/{{key}}",method="PUT",status="201"}} 3"#),
+        format!(r#"{duration}{{route="/kv/{{key}}",method="GET",status="200"}} 1"#),
+        format!(r#"{duration}{{route="/kv/{{key}}",method="GET",status="404"}} 1"#),
+        "shardlite_records 3".to_owned(),
+        "shardlite_commit_requests_total 3".to_owned(),
+        "shardlite_commit_fsyncs_total 0".to_owned(),
+        "shardlite_http_connections_open 1".to_owned(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
+    }
+    for name in [
+        "shardlite_http_request_duration_seconds_bucket",
+        "shardlite_commits_total",
+        "shardlite_commit_batch_size_bucket{le=\"1.0\"}",
+        "shardlite_commit_batch_size_bucket{le=\"+Inf\"}",
+        "shardlite_wal_bytes",
+        "shardlite_db_bytes",
+        "shardlite_index_bytes",
+        "shardlite_index_merges_total",
+        "shardlite_writer_queue_jobs",
+        "process_cpu_seconds_total",
+        "process_io_write_bytes_total",
+    ] {
+        assert!(text.contains(name), "missing {name} in\n{text}");
+    }
+    assert!(text.ends_with("# EOF\n"));
+}
