@@ -48,7 +48,7 @@ pub struct Store {
     shared: Arc<Shared>,
     writer_threads: Mutex<Vec<JoinHandle<()>>>,
     /// The lookup threads and their queue; taken by `close`.
-    lookups: Mutex<Option<Lookups>>,
+    lookups: RwLock<Option<Lookups>>,
     maintenance: Mutex<Option<(Sender<Maintenance>, JoinHandle<()>)>>,
     metrics: Arc<Metrics>,
 }
@@ -201,7 +201,7 @@ impl Store {
             manifest,
             shared,
             writer_threads: Mutex::new(handles),
-            lookups: Mutex::new(Some(Lookups { queue: lookup_tx, threads: lookup_threads })),
+            lookups: RwLock::new(Some(Lookups { queue: lookup_tx, threads: lookup_threads })),
             maintenance: Mutex::new(Some((maintenance_tx, maintenance_thread))),
             metrics,
         })
@@ -236,7 +236,7 @@ impl Store {
         self.validate(&Op::Get { key: Vec::new() }, &key)?;
         let partition = self.partition_of(&key);
         let (reply, rx) = oneshot::channel();
-        let lookups = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
+        let lookups = self.lookups.read().unwrap_or_else(|p| p.into_inner());
         let Some(Lookups { queue, .. }) = lookups.as_ref() else { return Err(Error::Closed) };
         match queue.try_send(LookupJob { key, reply }) {
             Ok(()) => Ok(PendingGet(Reply::Blocking(rx))),
@@ -378,6 +378,7 @@ impl Store {
                     commits: p.counters.commits.load(Ordering::Relaxed),
                     ops: p.counters.ops.load(Ordering::Relaxed),
                     merges: p.counters.merges.load(Ordering::Relaxed),
+                    checkpoints: p.counters.checkpoints.load(Ordering::Relaxed),
                     readers_open: p.readers.open_connections(),
                     poisoned: p.poisoned(),
                 }
@@ -385,7 +386,10 @@ impl Store {
             .collect();
         let queue_depths =
             self.shared.writers.read().unwrap_or_else(|p| p.into_inner()).iter().map(Sender::len).collect();
+        let lookup_queue_depth =
+            self.lookups.read().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |l| l.queue.len());
         StoreStats {
+            lookup_queue_depth,
             data_dir: self.layout.dir().display().to_string(),
             manifest: self.manifest.clone(),
             partitions,
@@ -397,7 +401,7 @@ impl Store {
     /// Stops background work, lets the writers commit everything queued, checkpoints and
     /// closes. Idempotent; dropping the store does the same.
     pub fn close(&self) {
-        if let Some(Lookups { queue, threads }) = self.lookups.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(Lookups { queue, threads }) = self.lookups.write().unwrap_or_else(|p| p.into_inner()).take() {
             drop(queue);
             for thread in threads {
                 let _ = thread.join();
@@ -616,6 +620,8 @@ pub struct PartitionStats {
     pub ops: u64,
     /// Index merges completed since open.
     pub merges: u64,
+    /// WAL checkpoints run by the writer since open.
+    pub checkpoints: u64,
     /// Read connections open.
     pub readers_open: usize,
     /// Why writes are refused, if they are.
@@ -633,6 +639,8 @@ pub struct StoreStats {
     pub partitions: Vec<PartitionStats>,
     /// Jobs waiting in each writer thread's queue.
     pub queue_depths: Vec<usize>,
+    /// Reads waiting for the lookup threads.
+    pub lookup_queue_depth: usize,
     /// Commit counters and the requests-per-commit histogram.
     pub writers: MetricsSnapshot,
 }

@@ -260,3 +260,18 @@ fn block_on<F: std::future::Future>(fut: F) -> F::Output {
         }
     }
 }
+
+#[test]
+fn the_writer_checkpoints_and_keeps_the_wal_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { partitions: 1, checkpoint_pages: 16, ..small_config(IndexMode::Hash) };
+    let store = Store::create(dir.path(), config).unwrap();
+    for i in 0..3_000 {
+        store.put(&key(i), vec![7; 200], Condition::None).unwrap();
+    }
+    let stats = store.stats();
+    let p = &stats.partitions[0];
+    assert!(p.checkpoints > 0, "{p:?}");
+    assert!(p.wal_bytes < 512 * 1024, "the WAL grew to {} bytes", p.wal_bytes);
+    assert!(p.db_bytes > 3_000 * 200, "checkpoints moved the records into the database: {p:?}");
+}

@@ -100,6 +100,12 @@ impl Collector for StoreCollector {
             sum(|p| p.index_recent_entries),
         )?;
         counter(&mut enc, "shardlite_index_merges", "Index merges completed since start", sum(|p| p.merges))?;
+        counter(
+            &mut enc,
+            "shardlite_checkpoints",
+            "WAL checkpoints run by the writers since start",
+            sum(|p| p.checkpoints),
+        )?;
         gauge(
             &mut enc,
             "shardlite_partitions_poisoned",

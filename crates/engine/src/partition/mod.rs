@@ -62,6 +62,8 @@ pub struct Counters {
     pub ops: AtomicU64,
     /// Index merges completed.
     pub merges: AtomicU64,
+    /// Checkpoints run by the writer.
+    pub checkpoints: AtomicU64,
 }
 
 impl Partition {
@@ -74,7 +76,11 @@ impl Partition {
         hasher: KeyHasher,
     ) -> Result<(std::sync::Arc<Self>, writer::PartitionWriter)> {
         let db_path = layout.db(id);
-        let conn = sql::open_writer(&db_path, config, config.index)?;
+        let mut conn = sql::open_writer(&db_path, config, config.index)?;
+        let wal_pages = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        if config.journal == crate::JournalMode::Wal {
+            sql::watch_wal(&mut conn, std::sync::Arc::clone(&wal_pages))?;
+        }
         let (next_id, records) = sql::read_meta(&conn)?;
         let index = match config.index {
             IndexMode::Hash => Some(recover_index(&conn, &layout.index(id), config, hasher, next_id)?),
@@ -91,7 +97,8 @@ impl Partition {
             counters: Counters::default(),
         });
         partition.counters.records.store(records, Ordering::Relaxed);
-        let writer = writer::PartitionWriter::new(std::sync::Arc::clone(&partition), conn, hasher, next_id, records);
+        let writer =
+            writer::PartitionWriter::new(std::sync::Arc::clone(&partition), conn, hasher, next_id, records, wal_pages);
         Ok((partition, writer))
     }
 

@@ -248,6 +248,23 @@ pub fn quick_check(conn: &Connection) -> Result<String> {
     Ok(lines.join("; "))
 }
 
+/// Replaces SQLite's automatic checkpoint (which runs inside COMMIT, delaying every waiter of
+/// that commit) with a hook that only records the WAL's size in pages after each commit; the
+/// writer checkpoints after answering its waiters ([`checkpoint_passive`]).
+pub fn watch_wal(conn: &mut Connection, pages: std::sync::Arc<std::sync::atomic::AtomicU32>) -> Result<()> {
+    conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, n: std::os::raw::c_int| {
+        pages.store(n.max(0) as u32, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }))?;
+    Ok(())
+}
+
+/// Copies what it can of the WAL into the database without waiting for readers.
+pub fn checkpoint_passive(conn: &Connection) -> Result<()> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+    Ok(())
+}
+
 /// Runs a checkpoint that also truncates the WAL (at close).
 pub fn checkpoint_truncate(conn: &Connection) -> Result<()> {
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;

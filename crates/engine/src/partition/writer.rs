@@ -16,7 +16,10 @@
 use std::{
     collections::HashMap,
     panic::{catch_unwind, AssertUnwindSafe},
-    sync::{atomic::Ordering, Arc},
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc,
+    },
     time::Instant,
 };
 
@@ -99,6 +102,8 @@ pub struct PartitionWriter {
     next_id: u64,
     records: u64,
     candidates: Vec<u32>,
+    /// Pages in the WAL after the last commit (set by SQLite's WAL hook).
+    wal_pages: Arc<AtomicU32>,
 }
 
 /// A transaction's effects, applied to the writer's state only once it commits.
@@ -115,8 +120,38 @@ struct Tx {
 
 impl PartitionWriter {
     /// Writer state for a partition just opened.
-    pub fn new(partition: Arc<Partition>, conn: Connection, hasher: KeyHasher, next_id: u64, records: u64) -> Self {
-        Self { partition, conn, hasher, next_id, records, candidates: Vec::new() }
+    pub fn new(
+        partition: Arc<Partition>,
+        conn: Connection,
+        hasher: KeyHasher,
+        next_id: u64,
+        records: u64,
+        wal_pages: Arc<AtomicU32>,
+    ) -> Self {
+        Self { partition, conn, hasher, next_id, records, candidates: Vec::new(), wal_pages }
+    }
+
+    /// Checkpoints if the WAL has reached `threshold` pages. Runs after the waiters of the
+    /// last commit were answered, so checkpoint I/O never delays an acknowledgement.
+    fn checkpoint_if(&self, threshold: u32) {
+        let pages = self.wal_pages.load(Ordering::Relaxed);
+        if pages < threshold.max(1) {
+            return;
+        }
+        let started = Instant::now();
+        match sql::checkpoint_passive(&self.conn) {
+            Ok(()) => {
+                self.wal_pages.store(0, Ordering::Relaxed);
+                self.partition.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    partition = self.partition.id,
+                    pages,
+                    us = started.elapsed().as_micros() as u64,
+                    "checkpoint"
+                );
+            }
+            Err(err) => tracing::warn!(partition = self.partition.id, %err, "checkpoint failed"),
+        }
     }
 
     /// The partition this writer serves.
@@ -388,8 +423,10 @@ impl WriterThread {
         let requests = reqs.len();
         let tx_mode = self.config.transaction;
         let threshold = self.config.merge_threshold;
+        let checkpoint_pages = self.config.checkpoint_pages;
         let writer = self.writer(partition);
         writer.commit_group(reqs, tx_mode);
+        writer.checkpoint_if(checkpoint_pages);
         let froze = writer.partition.index.as_ref().is_some_and(|i| i.freeze_if(threshold));
         self.metrics.record_commit(requests, started.elapsed());
         if froze {

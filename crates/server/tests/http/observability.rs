@@ -79,6 +79,7 @@ async fn metrics_count_requests_by_route_and_status_and_read_the_store() {
         "shardlite_db_bytes",
         "shardlite_index_bytes",
         "shardlite_index_merges_total",
+        "shardlite_checkpoints_total",
         "shardlite_writer_queue_jobs",
         "process_cpu_seconds_total",
         "process_io_write_bytes_total",
