@@ -141,6 +141,14 @@ impl HashIndex {
         Ok(())
     }
 
+    /// Starts reading, in the background, the file pages that lookups of `fingerprints` need.
+    pub fn prefetch(&self, fingerprints: impl Iterator<Item = u32>) {
+        let main = Arc::clone(&self.read().main);
+        for fp in fingerprints {
+            main.prefetch(fp);
+        }
+    }
+
     /// Ids at or below this are covered by the file or the frozen part: a delete of one of
     /// them needs a tombstone. Only meaningful on the writer thread.
     pub fn tombstone_floor(&self) -> u64 {

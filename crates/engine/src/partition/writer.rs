@@ -172,6 +172,9 @@ impl PartitionWriter {
         if let Some(err) = self.partition.poison_error() {
             return reply_all(reqs, &err);
         }
+        if let Some(index) = &self.partition.index {
+            index.prefetch(reqs.iter().flat_map(|r| r.ops.iter().map(|(_, fp)| *fp)));
+        }
         let outcome = catch_unwind(AssertUnwindSafe(|| self.transact_repairing(&reqs, tx_mode)));
         match outcome {
             Ok(Ok((results, tx))) => {
