@@ -6,7 +6,7 @@ use std::{
     time::Duration,
 };
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Histogram buckets: requests per commit up to 1, 2, 4, ... 2048, and more.
 const BUCKETS: usize = 13;
@@ -21,7 +21,7 @@ pub struct Metrics {
 }
 
 /// A copy of the counters at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetricsSnapshot {
     /// Transactions committed (or attempted).
     pub commits: u64,

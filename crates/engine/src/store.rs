@@ -18,7 +18,7 @@ use std::{
 };
 
 use crossbeam_channel::{bounded, unbounded, Sender, TrySendError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     config::IndexMode,
@@ -598,7 +598,7 @@ fn scatter(out: &mut [Result<Outcome>], slots: &[usize], results: RequestResult)
 }
 
 /// One partition's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PartitionStats {
     /// The partition.
     pub partition: u32,
@@ -629,7 +629,7 @@ pub struct PartitionStats {
 }
 
 /// The whole store's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoreStats {
     /// The data directory.
     pub data_dir: String,

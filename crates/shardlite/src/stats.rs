@@ -1,5 +1,5 @@
-//! `shardlite stats --data DIR`: a data directory's records and bytes, per partition and in
-//! total, and its manifest.
+//! `shardlite stats --data DIR` (offline) or `--url URL` (a running server's `/stats`): records
+//! and bytes per partition and in total, and the manifest.
 
 use std::path::PathBuf;
 
@@ -9,9 +9,15 @@ use shardlite_engine::{Config, Store, StoreStats};
 /// Flags of `shardlite stats`.
 #[derive(Debug, clap::Args)]
 pub struct StatsArgs {
-    /// The data directory.
+    /// The data directory (offline: the directory is opened, no server may be running on it).
+    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
+    pub data: Option<PathBuf>,
+    /// A running server, e.g. http://127.0.0.1:8080.
     #[arg(long)]
-    pub data: PathBuf,
+    pub url: Option<String>,
+    /// Bearer token for a server started with --auth-token.
+    #[arg(long, requires = "url")]
+    pub auth_token: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -19,15 +25,41 @@ pub struct StatsArgs {
 
 /// Runs `shardlite stats`.
 pub fn run(args: StatsArgs) -> anyhow::Result<()> {
-    let store = Store::open_existing(&args.data, Config::default())
-        .with_context(|| format!("opening {}", args.data.display()))?;
-    let stats = store.stats();
+    let stats = match (&args.data, &args.url) {
+        (Some(data), _) => Store::open_existing(data, Config::default())
+            .with_context(|| format!("opening {}", data.display()))?
+            .stats(),
+        (None, Some(url)) => fetch(url, args.auth_token.as_deref())?,
+        (None, None) => anyhow::bail!("give --data or --url"),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&stats)?);
     } else {
         print!("{}", render(&stats));
     }
     Ok(())
+}
+
+/// The store's figures from a running server's `/stats`.
+fn fetch(url: &str, token: Option<&str>) -> anyhow::Result<StoreStats> {
+    #[derive(serde::Deserialize)]
+    struct Document {
+        store: StoreStats,
+    }
+    let url = format!("{}/stats", url.trim_end_matches('/'));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new().get(&url);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.with_context(|| format!("GET {url}"))?;
+        let status = response.status();
+        let body = response.text().await?;
+        anyhow::ensure!(status.is_success(), "GET {url}: {status}: {body}");
+        let document: Document = serde_json::from_str(&body).with_context(|| format!("reading {url}"))?;
+        Ok(document.store)
+    })
 }
 
 /// The stats as a table: one row per partition, then the totals.
@@ -77,4 +109,23 @@ pub fn render(stats: &StoreStats) -> String {
         per_record(index, records)
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use shardlite_engine::{Condition, Config, Store};
+
+    #[test]
+    fn the_table_has_a_row_per_partition_and_the_totals() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), Config { partitions: 3, ..Config::default() }).unwrap();
+        for i in 0u32..300 {
+            store.put(&i.to_le_bytes(), vec![0; 10], Condition::None).unwrap();
+        }
+        let table = super::render(&store.stats());
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].contains("3 partitions, index hash"), "{table}");
+        assert_eq!(lines.len(), 2 + 3 + 2, "{table}");
+        assert!(lines[5].trim_start().starts_with("total") && lines[5].contains(" 300 "), "{table}");
+    }
 }
