@@ -1,10 +1,26 @@
 //! shardlite's load generators and reports.
 //!
-//! Today: [`keyspace`] (the deterministic keys and values every tool agrees on), [`sysio`]
-//! (what a run cost: process and disk I/O from `/proc`, page-cache eviction) and
-//! [`engine_bench`] (the storage engine driven directly by caller threads, without HTTP).
-//! The HTTP load generator (closed and open loop) joins them with issue 5.
+//! Where things live:
+//! - [`keyspace`]: the deterministic keys and values every tool agrees on.
+//! - [`sysio`]: what a run cost from `/proc` (process and disk I/O), page-cache eviction.
+//! - [`engine_bench`]: the storage engine driven directly by caller threads, without HTTP.
+//! - The HTTP load generator (`shardlite bench`, see `docs/bench.md`):
+//!   [`workload`] (what each request is: workloads, key choice, fresh insert keys),
+//!   [`schedule`] (when it is sent: the one `Schedule`, closed or open loop),
+//!   [`http`] (the hyper keep-alive connection), [`runner`] (one run: connections, warm-up,
+//!   measured window), [`recorder`] (HDR histograms, errors by kind, per-second timeline),
+//!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
+//!   JSON), [`schema`] (the JSON schema and its validator), [`server_process`] (`--spawn`).
 
+pub mod cost;
 pub mod engine_bench;
+pub mod http;
 pub mod keyspace;
+pub mod recorder;
+pub mod report;
+pub mod runner;
+pub mod schedule;
+pub mod schema;
+pub mod server_process;
 pub mod sysio;
+pub mod workload;

@@ -71,20 +71,27 @@ pub struct DiskStats {
 impl DiskStats {
     /// The counters of the whole disk holding `path` (zeros where they cannot be found).
     pub fn for_path(path: &Path) -> Self {
-        let Ok(meta) = fs::metadata(path) else { return Self::default() };
-        let dev = meta.dev();
-        let (major, minor) = (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff), (dev & 0xff) | ((dev >> 12) & !0xff));
-        Self::parse(&fs::read_to_string("/proc/diskstats").unwrap_or_default(), major, minor)
+        Self::find_for_path(path).unwrap_or_default()
     }
 
-    fn parse(text: &str, major: u64, minor: u64) -> Self {
-        for line in text.lines() {
+    /// The counters of the disk holding `path`, or `None` if it has no line in
+    /// `/proc/diskstats` (tmpfs, overlay and other virtual file systems).
+    pub fn find_for_path(path: &Path) -> Option<Self> {
+        let dev = fs::metadata(path).ok()?.dev();
+        let (major, minor) = (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff), (dev & 0xff) | ((dev >> 12) & !0xff));
+        Self::parse(&fs::read_to_string("/proc/diskstats").ok()?, major, minor)
+    }
+
+    fn parse(text: &str, major: u64, minor: u64) -> Option<Self> {
+        text.lines().find_map(|line| {
             let f: Vec<u64> = line.split_whitespace().map(|w| w.parse().unwrap_or(0)).collect();
-            if f.len() >= 10 && f[0] == major && f[1] == minor {
-                return Self { reads: f[3], sectors_read: f[5], writes: f[7], sectors_written: f[9] };
-            }
-        }
-        Self::default()
+            (f.len() >= 10 && f[0] == major && f[1] == minor).then(|| Self {
+                reads: f[3],
+                sectors_read: f[5],
+                writes: f[7],
+                sectors_written: f[9],
+            })
+        })
     }
 
     /// The change from `earlier` to `self`.
@@ -136,8 +143,8 @@ mod tests {
         assert_eq!(io, ProcIo { read_bytes: 4096, write_bytes: 8192, syscr: 3, syscw: 4 });
         let line = " 254       0 vda 36237 6269 3900754 20578 73142 26296 3167824 12664 2 9740 35039";
         let d = DiskStats::parse(line, 254, 0);
-        assert_eq!(d, DiskStats { reads: 36237, sectors_read: 3900754, writes: 73142, sectors_written: 3167824 });
-        assert_eq!(DiskStats::parse(line, 8, 0), DiskStats::default());
+        assert_eq!(d, Some(DiskStats { reads: 36237, sectors_read: 3900754, writes: 73142, sectors_written: 3167824 }));
+        assert_eq!(DiskStats::parse(line, 8, 0), None);
     }
 
     #[test]

@@ -1,0 +1,247 @@
+//! One measured run of one workload: the connections (one tokio task each, all driven by the
+//! same loop whatever the [`Schedule`]), the warm-up, the measured window, the cost sampler
+//! beside them, and the server's own request counter read before and after.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use hyper::Method;
+use serde::Serialize;
+
+use crate::{
+    cost::{self, Local, Sample, ServerStats},
+    http::Target,
+    keyspace,
+    recorder::{Outcome, Recorder},
+    schedule::{Pacer, Schedule},
+    sysio,
+    workload::{FreshKeys, KeyDist, Keys, Mix, Op, OpGen, Workload},
+};
+
+/// After a failed connect, wait this long before the next attempt, so a dead server is not
+/// hammered in a tight loop.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// What to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOptions {
+    /// The workload.
+    pub workload: Workload,
+    /// Proportions of `mix`.
+    pub mix: Mix,
+    /// Key choice for selects and updates.
+    pub dist: KeyDist,
+    /// Pacing.
+    pub schedule: Schedule,
+    /// Requests before the measured window (not recorded; the server still counts them).
+    #[serde(serialize_with = "secs")]
+    pub warmup: Duration,
+    /// The measured window.
+    #[serde(serialize_with = "secs")]
+    pub duration: Duration,
+    /// A request without an answer after this long is a timeout error.
+    #[serde(serialize_with = "secs")]
+    pub timeout: Duration,
+    /// Selects and updates choose from key indices `0..records`.
+    pub records: u64,
+    /// Seed of the key space (as given to `shardlite load`).
+    pub seed: u64,
+    /// Key bytes.
+    pub key_size: usize,
+    /// Value bytes of inserts and updates.
+    pub value_size: usize,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// What a run observed.
+#[derive(Debug)]
+pub struct RunResult {
+    /// Every connection's observations, merged.
+    pub recorded: Recorder,
+    /// The measured window as it really was (from its start to the last answer).
+    pub elapsed: Duration,
+    /// Cost samples: at the start of the measured window, every second, and at its end.
+    pub samples: Vec<Sample>,
+    /// Requests the server counted on the workload's route during the run (from `/metrics`),
+    /// where it has that counter.
+    pub server_counted: Option<u64>,
+    /// `/stats` before the first request and after the last answer (every insert included).
+    pub stats_before: Option<ServerStats>,
+    /// See `stats_before`.
+    pub stats_after: Option<ServerStats>,
+    /// CPU seconds the generator's process used during the measured window.
+    pub generator_cpu_seconds: f64,
+}
+
+/// Runs one workload against `target`. Inserts take indices from `fresh`.
+pub async fn run(target: &Target, local: &Local, opts: &RunOptions, fresh: &Arc<FreshKeys>) -> RunResult {
+    let route = if opts.workload == Workload::Noop { "/healthz" } else { "/kv/{key}" };
+    let counted_before = cost::server_request_count(target, route).await;
+    let stats_before = ServerStats::fetch(target).await;
+    let keys = Keys::new(opts.dist, opts.records);
+    let start = Instant::now();
+    let measure_start = start + opts.warmup;
+    let end = measure_start + opts.duration;
+    let opts_arc = Arc::new(opts.clone());
+    let connections: Vec<_> = (0..opts.schedule.connections())
+        .map(|c| {
+            let gen = OpGen::new(
+                opts.workload,
+                opts.mix,
+                keys.clone(),
+                Arc::clone(fresh),
+                opts.seed ^ (c as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
+            let window = Window { start, measure_start, end };
+            let task = Connection { target: target.clone(), opts: Arc::clone(&opts_arc), gen, window };
+            tokio::spawn(task.run(opts.schedule.pacer(c)))
+        })
+        .collect();
+    let sampler = tokio::spawn(cost::sample_every_second(target.clone(), local.clone(), measure_start, end));
+    tokio::time::sleep_until(measure_start.into()).await;
+    let cpu_before = sysio::cpu_seconds();
+    let mut recorded = Recorder::default();
+    for conn in connections {
+        // A task that panicked recorded nothing; its requests show up in the server's count.
+        if let Ok(r) = conn.await {
+            recorded.merge(&r);
+        }
+    }
+    let elapsed = measure_start.elapsed();
+    let generator_cpu_seconds = sysio::cpu_seconds() - cpu_before;
+    let samples = sampler.await.unwrap_or_default();
+    let counted_after = cost::server_request_count(target, route).await;
+    let stats_after = ServerStats::fetch(target).await;
+    let server_counted = counted_before.zip(counted_after).map(|(b, a)| a.saturating_sub(b));
+    RunResult { recorded, elapsed, samples, server_counted, stats_before, stats_after, generator_cpu_seconds }
+}
+
+/// The run's timeline.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    start: Instant,
+    measure_start: Instant,
+    end: Instant,
+}
+
+/// One connection's task.
+struct Connection {
+    target: Target,
+    opts: Arc<RunOptions>,
+    gen: OpGen,
+    window: Window,
+}
+
+/// Why the request loop on one connection stopped.
+enum Stop {
+    /// The run is over.
+    Done,
+    /// The connection is unusable (timeout, failure): open another.
+    Broken,
+}
+
+impl Connection {
+    async fn run(mut self, mut pacer: Option<Pacer>) -> Recorder {
+        let mut rec = Recorder::default();
+        let w = self.window;
+        loop {
+            if Instant::now() >= w.end {
+                break;
+            }
+            let (conn, driver) = match self.target.connect().await {
+                Ok(c) => c,
+                Err(_) => {
+                    let now = Instant::now();
+                    if now >= w.measure_start {
+                        rec.record(now - w.measure_start, Duration::ZERO, Outcome::Connection);
+                    }
+                    tokio::time::sleep(RECONNECT_BACKOFF).await;
+                    continue;
+                }
+            };
+            // The driver and the request loop share this task: no wake-up of another task per
+            // request. The loop owns the sender; dropping it at the end lets the driver finish.
+            let requests = self.requests(conn, pacer.as_mut(), &mut rec);
+            let ((), stop) = tokio::join!(
+                async {
+                    let _ = driver.await;
+                },
+                requests
+            );
+            if matches!(stop, Stop::Done) {
+                break;
+            }
+        }
+        if let Some(p) = &pacer {
+            rec.unsent += p.unsent_before(w.end - w.start);
+        }
+        rec
+    }
+
+    async fn requests(
+        &mut self,
+        mut conn: crate::http::Conn,
+        mut pacer: Option<&mut Pacer>,
+        rec: &mut Recorder,
+    ) -> Stop {
+        let w = self.window;
+        loop {
+            let (intended, late) = match pacer.as_deref_mut() {
+                Some(p) => {
+                    if w.start + p.peek() >= w.end {
+                        return Stop::Done;
+                    }
+                    let slot = p.next_slot(w.start.elapsed());
+                    tokio::time::sleep_until((w.start + slot.intended).into()).await;
+                    (w.start + slot.intended, slot.late)
+                }
+                None => {
+                    let now = Instant::now();
+                    if now >= w.end {
+                        return Stop::Done;
+                    }
+                    (now, false)
+                }
+            };
+            let Ok(req) = self.request() else { return Stop::Done };
+            rec.sent += 1;
+            let answer = tokio::time::timeout(self.opts.timeout, conn.send(req)).await;
+            let done = Instant::now();
+            let outcome = match answer {
+                Ok(Ok((status, _))) => Outcome::Status(status),
+                Ok(Err(_)) => Outcome::Connection,
+                Err(_) => Outcome::Timeout,
+            };
+            rec.created_all += u64::from(outcome == Outcome::Status(201));
+            if intended >= w.measure_start {
+                rec.late += u64::from(late);
+                rec.record(done - w.measure_start, done - intended, outcome);
+            }
+            if !matches!(outcome, Outcome::Status(_)) {
+                return Stop::Broken;
+            }
+        }
+    }
+
+    fn request(&mut self) -> anyhow::Result<hyper::Request<crate::http::Body>> {
+        let o = &self.opts;
+        let kv = |i: u64| format!("/kv/{}", hex::encode(keyspace::key(o.seed, i, o.key_size)));
+        match self.gen.next_op() {
+            Op::Noop => self.target.request(Method::GET, "/healthz", Bytes::new()),
+            Op::Select(i) => self.target.request(Method::GET, &kv(i), Bytes::new()),
+            // An inserted record gets the value the loader would have given record i.
+            Op::Insert(i) => self.target.request(Method::PUT, &kv(i), keyspace::value(o.seed, i, o.value_size).into()),
+            // An update writes a value different from the loaded one.
+            Op::Update(i) => {
+                let value = keyspace::value(o.seed.wrapping_add(1), i, o.value_size);
+                self.target.request(Method::PUT, &kv(i), value.into())
+            }
+        }
+    }
+}

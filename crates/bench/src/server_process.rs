@@ -1,0 +1,131 @@
+//! `--spawn`: our own `shardlite` binary started as a child on a data directory (optionally
+//! loaded first with `shardlite load`), listening on a free loopback port, and stopped with
+//! SIGTERM (an orderly shutdown: queued writes committed, WALs checkpointed) afterwards. A
+//! server still running when its handle is dropped is killed, so a failing bench leaks none.
+
+use std::{
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+
+use crate::http::Target;
+
+/// How long a spawned server may take to answer `/healthz` (opening a big store takes a while).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long an orderly shutdown may take before the child is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running child server.
+pub struct ServerProcess {
+    child: Child,
+    /// Its base URL, `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+    /// The `serve` flags it was started with (besides `--data` and `--listen`).
+    pub serve_args: Vec<String>,
+}
+
+/// Runs `exe load --data DIR --records N` plus `args` (e.g. `--partitions 16`) to completion.
+pub fn load(exe: &Path, data_dir: &Path, records: u64, args: &[String]) -> anyhow::Result<()> {
+    let status = Command::new(exe)
+        .arg("load")
+        .arg("--data")
+        .arg(data_dir)
+        .arg("--records")
+        .arg(records.to_string())
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("running {} load", exe.display()))?;
+    anyhow::ensure!(status.success(), "`shardlite load` failed: {status}");
+    Ok(())
+}
+
+impl ServerProcess {
+    /// Starts `exe serve --data DIR --listen 127.0.0.1:PORT` plus `serve_args` and waits until
+    /// it answers `/healthz`.
+    pub async fn start(exe: &Path, data_dir: &Path, serve_args: &[String]) -> anyhow::Result<Self> {
+        // A free port: bind port 0, note it, release it. Another process could take it in
+        // between; then the child fails to bind and says so.
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut command = Command::new(exe);
+        command.arg("serve").arg("--data").arg(data_dir).arg("--listen").arg(&listen).args(serve_args);
+        // The server logs its start and shutdown at `info`; within a bench only warnings matter.
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "warn");
+        }
+        let child =
+            command.stdin(Stdio::null()).spawn().with_context(|| format!("starting {} serve", exe.display()))?;
+        let mut server = Self {
+            child,
+            url: format!("http://{listen}"),
+            data_dir: data_dir.to_owned(),
+            serve_args: serve_args.to_vec(),
+        };
+        server.wait_healthy().await?;
+        Ok(server)
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    async fn wait_healthy(&mut self) -> anyhow::Result<()> {
+        let target = Target::resolve(&self.url).await?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                anyhow::bail!("the spawned server exited at start: {status}");
+            }
+            if let Ok((200, _)) = target.get("/healthz", Duration::from_secs(1)).await {
+                return Ok(());
+            }
+            anyhow::ensure!(Instant::now() < deadline, "the spawned server did not answer /healthz in time");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops the server with SIGTERM and waits for its orderly shutdown; an error if it exits
+    /// unsuccessfully or has to be killed.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> anyhow::Result<()> {
+        if self.child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id())?);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)?;
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                anyhow::ensure!(status.success(), "the spawned server exited with {status}");
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                self.child.kill()?;
+                self.child.wait()?;
+                anyhow::bail!("the spawned server did not stop within {STOP_TIMEOUT:?}; killed");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

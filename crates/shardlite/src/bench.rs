@@ -1,0 +1,313 @@
+//! `shardlite bench`: the HTTP load generator on the command line (docs/bench.md). With no
+//! arguments it is the README's demonstration: spawn a server on a temporary directory, load
+//! 200,000 DB-A records, run every workload for a few seconds, then `insert` against a second
+//! spawned server with `--index none`, and print the table. `--url` measures any server that
+//! speaks `GET/PUT /kv/{key}` instead.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use shardlite_bench::{
+    cost::{Local, ServerStats},
+    http::Target,
+    report::{self, Generator, Report, RunReport, ServerInfo},
+    runner::{self, RunOptions},
+    schedule::Schedule,
+    server_process::{self, ServerProcess},
+    workload::{FreshKeys, KeyDist, Mix, Workload},
+};
+
+/// The pseudo-workload `insert` against a second spawned server created with `--index none`.
+const INSERT_NO_INDEX: &str = "insert-noindex";
+
+/// Flags of `shardlite bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Measure this server (`http://host:port`) instead of spawning one.
+    #[arg(long)]
+    url: Option<String>,
+    /// Spawned server: its data directory (default: a temporary one, removed afterwards).
+    /// With `--url`: the server's data directory, for the disk's counters.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Spawned server: records to `shardlite load` first [default: 200000 into a new directory,
+    /// 0 into an existing one].
+    #[arg(long)]
+    load: Option<u64>,
+    /// Spawned server: partitions of a new directory.
+    #[arg(long, default_value_t = 16)]
+    partitions: u32,
+    /// Spawned server: one more `shardlite serve` flag, e.g. `--serve-arg=--synchronous=normal`.
+    /// Repeatable.
+    #[arg(long = "serve-arg", allow_hyphen_values = true)]
+    serve_args: Vec<String>,
+    /// With `--url`: the server's process id, for its RSS.
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Workloads, comma separated: noop, select, update, insert, mix, and insert-noindex (insert
+    /// against a second spawned server with `--index none`).
+    #[arg(long, value_delimiter = ',', default_value = "noop,select,update,insert,mix,insert-noindex")]
+    workloads: Vec<String>,
+    /// Connections; a list (`1,2,4,8,16,64`) runs each workload at each.
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    concurrency: Vec<usize>,
+    /// Open loop at this many requests/s in all (latency from each request's intended start);
+    /// default: closed loop.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Warm-up seconds before each run's measured window.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Key choice for selects and updates.
+    #[arg(long, value_enum, default_value = "uniform")]
+    dist: Dist,
+    /// The zipfian exponent.
+    #[arg(long, default_value_t = 0.99)]
+    zipf_theta: f64,
+    /// Percent of inserts in `mix`.
+    #[arg(long, default_value_t = 10)]
+    insert_pct: u8,
+    /// Percent of updates in `mix` (the rest are selects).
+    #[arg(long, default_value_t = 10)]
+    update_pct: u8,
+    /// Key space `0..records` for selects and updates [default: the server's record count from
+    /// `/stats`]. Needed with `--url` for a server without `/stats`.
+    #[arg(long)]
+    records: Option<u64>,
+    /// Seed of the key space (as given to `shardlite load`).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Key bytes.
+    #[arg(long, default_value_t = 32)]
+    key_size: usize,
+    /// Value bytes of inserts and updates.
+    #[arg(long, default_value_t = 32)]
+    value_size: usize,
+    /// Threads of the generator.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// A request without an answer after this many ms is a timeout error.
+    #[arg(long, default_value_t = 5000)]
+    timeout_ms: u64,
+    /// Print the report as JSON (schema: docs/bench.md).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Key choice.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Dist {
+    Uniform,
+    Zipfian,
+}
+
+/// Runs `shardlite bench`.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.insert_pct as u16 + args.update_pct as u16 <= 100, "--insert-pct + --update-pct > 100");
+    anyhow::ensure!(args.concurrency.iter().all(|&c| c > 0), "--concurrency must be positive");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads.max(1))
+        .thread_name("shardlite-bench")
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(run_all(args))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report::render_text(&report));
+    }
+    Ok(())
+}
+
+async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
+    let (no_index, indexed): (Vec<&str>, Vec<&str>) =
+        args.workloads.iter().map(String::as_str).partition(|w| *w == INSERT_NO_INDEX);
+    let indexed: Vec<Workload> =
+        indexed.iter().map(|w| w.parse()).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+    let mut runs = Vec::new();
+    if let Some(url) = &args.url {
+        anyhow::ensure!(no_index.is_empty(), "{INSERT_NO_INDEX} needs a spawned server (no --url)");
+        let target = Target::resolve(url).await?;
+        let data_dir = match &args.data {
+            Some(d) => Some(d.clone()),
+            None if target.is_local() => stats_data_dir(&target).await,
+            None => None,
+        };
+        let server = ServerInfo {
+            url: url.clone(),
+            spawned: false,
+            data_dir: data_dir.as_ref().map(|d| d.display().to_string()),
+            serve_args: Vec::new(),
+        };
+        let local = Local { data_dir, pid: args.pid };
+        run_workloads(args, &target, &local, &server, &indexed, "", &mut runs).await?;
+    } else {
+        let exe = std::env::current_exe()?;
+        let temp = tempfile::tempdir()?;
+        if !indexed.is_empty() {
+            let dir = args.data.clone().unwrap_or_else(|| temp.path().join("hash"));
+            let fresh_dir = !dir.join("shardlite.toml").exists();
+            let load = args.load.unwrap_or(if fresh_dir { 200_000 } else { 0 });
+            spawned(args, &exe, &dir, load, &[], &indexed, "", &mut runs).await?;
+        }
+        if !no_index.is_empty() {
+            let dir = temp.path().join("none");
+            let extra = ["--index".to_owned(), "none".to_owned()];
+            spawned(args, &exe, &dir, 0, &extra, &[Workload::Insert], " (index none)", &mut runs).await?;
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(Report {
+        schema_version: report::SCHEMA_VERSION,
+        generator: Generator { version: env!("CARGO_PKG_VERSION").to_owned(), threads: args.threads, cores },
+        runs,
+    })
+}
+
+/// Loads (if asked), spawns a server on `dir`, runs `workloads` against it, stops it.
+#[allow(clippy::too_many_arguments)] // one call site per kind of server; a struct would only rename them
+async fn spawned(
+    args: &BenchArgs,
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+    load: u64,
+    extra: &[String],
+    workloads: &[Workload],
+    suffix: &str,
+    runs: &mut Vec<RunReport>,
+) -> anyhow::Result<()> {
+    let partitions = ["--partitions".to_owned(), args.partitions.to_string()];
+    if load > 0 {
+        eprintln!("loading {load} records into {}", dir.display());
+        let mut load_args: Vec<String> = partitions.to_vec();
+        load_args.extend(extra.iter().cloned());
+        load_args.extend(["--seed".to_owned(), args.seed.to_string()]);
+        load_args.extend(["--key-size".to_owned(), args.key_size.to_string()]);
+        load_args.extend(["--value-size".to_owned(), args.value_size.to_string()]);
+        server_process::load(exe, dir, load, &load_args)?;
+    }
+    let mut serve_args: Vec<String> = extra.to_vec();
+    // A new directory gets our partition count; an existing one keeps its own.
+    if !dir.join("shardlite.toml").exists() {
+        serve_args.extend(partitions);
+    }
+    serve_args.extend(args.serve_args.iter().cloned());
+    let server = ServerProcess::start(exe, dir, &serve_args).await?;
+    let target = Target::resolve(&server.url).await?;
+    let info = ServerInfo {
+        url: server.url.clone(),
+        spawned: true,
+        data_dir: Some(dir.display().to_string()),
+        serve_args: serve_args.clone(),
+    };
+    let local = Local { data_dir: Some(dir.to_owned()), pid: Some(server.pid()) };
+    let result = run_workloads(args, &target, &local, &info, workloads, suffix, runs).await;
+    let stopped = server.stop();
+    result?;
+    stopped
+}
+
+/// Each workload at each concurrency against one server. Inserts of later runs continue where
+/// earlier ones stopped.
+async fn run_workloads(
+    args: &BenchArgs,
+    target: &Target,
+    local: &Local,
+    server: &ServerInfo,
+    workloads: &[Workload],
+    suffix: &str,
+    runs: &mut Vec<RunReport>,
+) -> anyhow::Result<()> {
+    let mut next_fresh = 0;
+    for &workload in workloads {
+        for &connections in &args.concurrency {
+            let stats = ServerStats::fetch(target).await;
+            let records = match (args.records, stats) {
+                (Some(r), _) => r,
+                (None, Some(s)) => s.records,
+                (None, None) if workload.reads_existing() => {
+                    anyhow::bail!("{} has no /stats: give --records", server.url)
+                }
+                (None, None) => 0,
+            };
+            if workload.reads_existing() {
+                anyhow::ensure!(records > 0, "{workload} needs loaded records (the key space is empty)");
+            }
+            // Above the record count and above every index this invocation already inserted.
+            let first_fresh = next_fresh.max(stats.map_or(records, |s| s.records));
+            let fresh = Arc::new(FreshKeys::starting_at(first_fresh));
+            let opts = RunOptions {
+                workload,
+                mix: Mix { insert_pct: args.insert_pct, update_pct: args.update_pct },
+                dist: match args.dist {
+                    Dist::Uniform => KeyDist::Uniform,
+                    Dist::Zipfian => KeyDist::Zipfian { theta: args.zipf_theta },
+                },
+                schedule: match args.rate {
+                    Some(rate) => Schedule::Open { connections, rate },
+                    None => Schedule::Closed { connections },
+                },
+                warmup: Duration::from_secs_f64(args.warmup),
+                duration: Duration::from_secs_f64(args.duration),
+                timeout: Duration::from_millis(args.timeout_ms),
+                records,
+                seed: args.seed,
+                key_size: args.key_size,
+                value_size: args.value_size,
+            };
+            let mut name = format!("{workload}{suffix}");
+            if args.concurrency.len() > 1 {
+                name.push_str(&format!(" c={connections}"));
+            }
+            eprintln!(
+                "running {name}: {connections} connections, {:.1} s + {:.1} s warm-up",
+                args.duration, args.warmup
+            );
+            let result = runner::run(target, local, &opts, &fresh).await;
+            next_fresh = fresh.next();
+            let run = RunReport::new(name, server.clone(), opts, &result, first_fresh, next_fresh);
+            eprintln!("{}", report::summary_line(&run));
+            runs.push(run);
+        }
+    }
+    Ok(())
+}
+
+/// The data directory a local shardlite server reports in `/stats`.
+async fn stats_data_dir(target: &Target) -> Option<PathBuf> {
+    let (status, body) = target.get("/stats", Duration::from_secs(5)).await.ok()?;
+    if status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    v.get("store")?.get("data_dir")?.as_str().map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    #[test]
+    fn no_arguments_is_the_demonstration() {
+        let a = Cli::parse_from(["bench"]).bench;
+        assert_eq!(a.workloads, ["noop", "select", "update", "insert", "mix", "insert-noindex"]);
+        assert!(a.url.is_none() && a.rate.is_none() && a.load.is_none());
+        assert_eq!((a.concurrency.as_slice(), a.duration, a.warmup), (&[64][..], 5.0, 1.0));
+        let a =
+            Cli::parse_from(["bench", "--concurrency", "1,2,4", "--serve-arg=--synchronous=normal", "--rate", "100"])
+                .bench;
+        assert_eq!(a.concurrency, [1, 2, 4]);
+        assert_eq!(a.serve_args, ["--synchronous=normal"]);
+        assert_eq!(a.rate, Some(100.0));
+    }
+}
