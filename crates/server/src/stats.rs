@@ -22,6 +22,8 @@ use crate::{
 struct Stats<'a> {
     /// This build's version.
     version: &'static str,
+    /// The server's process id (so a local benchmark can read its `/proc/<pid>` figures).
+    pid: u32,
     /// Seconds since the server started.
     uptime_seconds: f64,
     /// HTTP connections open now.
@@ -67,6 +69,7 @@ fn render(state: &State) -> Vec<u8> {
     let totals = Totals { queued_jobs: store.queue_depths.iter().sum(), ..totals };
     let stats = Stats {
         version: env!("CARGO_PKG_VERSION"),
+        pid: std::process::id(),
         uptime_seconds: state.started.elapsed().as_secs_f64(),
         connections_open: state.metrics.connections().get(),
         auth: state.auth.enabled(),

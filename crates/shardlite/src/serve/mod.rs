@@ -18,6 +18,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let listener =
         std::net::TcpListener::bind(settings.listen).with_context(|| format!("listening on {}", settings.listen))?;
     listener.set_nonblocking(true)?;
+    // The bound address on stdout (also with `--listen 127.0.0.1:0`), for scripts and the bench.
+    println!("listening on http://{}", listener.local_addr()?);
     let store = Arc::new(open_store(&settings)?);
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("shardlite-http");
