@@ -167,8 +167,10 @@ impl PartitionWriter {
         self.hasher
     }
 
-    /// Commits `reqs` in one transaction and answers each.
-    fn commit_group(&mut self, reqs: Vec<WriteRequest>, tx_mode: TxMode) {
+    /// Commits `reqs` in one transaction and answers each. The commit is counted in `metrics`
+    /// before anyone is answered, so figures read after an acknowledgement include it.
+    fn commit_group(&mut self, reqs: Vec<WriteRequest>, tx_mode: TxMode, metrics: &Metrics) {
+        let started = Instant::now();
         if let Some(err) = self.partition.poison_error() {
             return reply_all(reqs, &err);
         }
@@ -176,6 +178,7 @@ impl PartitionWriter {
             index.prefetch(reqs.iter().flat_map(|r| r.ops.iter().map(|(_, fp)| *fp)));
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| self.transact_repairing(&reqs, tx_mode)));
+        metrics.record_commit(reqs.len(), started.elapsed());
         match outcome {
             Ok(Ok((results, tx))) => {
                 self.finish(&tx, results.iter().map(Vec::len).sum());
@@ -422,16 +425,14 @@ impl WriterThread {
     }
 
     fn commit(&mut self, partition: u32, reqs: Vec<WriteRequest>) {
-        let started = Instant::now();
-        let requests = reqs.len();
         let tx_mode = self.config.transaction;
         let threshold = self.config.merge_threshold;
         let checkpoint_pages = self.config.checkpoint_pages;
+        let metrics = Arc::clone(&self.metrics);
         let writer = self.writer(partition);
-        writer.commit_group(reqs, tx_mode);
+        writer.commit_group(reqs, tx_mode, &metrics);
         writer.checkpoint_if(checkpoint_pages);
         let froze = writer.partition.index.as_ref().is_some_and(|i| i.freeze_if(threshold));
-        self.metrics.record_commit(requests, started.elapsed());
         if froze {
             let _ = self.maintenance.send(Maintenance::Merge(partition));
         }
