@@ -10,12 +10,16 @@
 //!   [`http`] (the hyper keep-alive connection), [`runner`] (one run: connections, warm-up,
 //!   measured window), [`recorder`] (HDR histograms, errors by kind, per-second timeline),
 //!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
-//!   JSON), [`schema`] (the JSON schema and its validator), [`server_process`] (`--spawn`).
+//!   JSON), [`schema`] (the JSON schema and its validator), [`server_process`] (`--spawn`),
+//!   [`matrix`] (`bench matrix`: the SQLite configurations side by side), [`html`] (`--html`:
+//!   the report with inline SVG charts).
 
 pub mod cost;
 pub mod engine_bench;
+pub mod html;
 pub mod http;
 pub mod keyspace;
+pub mod matrix;
 pub mod recorder;
 pub mod report;
 pub mod runner;

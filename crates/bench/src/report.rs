@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::{
     cost::Cost,
+    matrix::Matrix,
     recorder::{Errors, Percentiles},
     runner::{RunOptions, RunResult},
 };
@@ -25,6 +26,9 @@ pub struct Report {
     pub generator: Generator,
     /// One entry per run, in the order run.
     pub runs: Vec<RunReport>,
+    /// `bench matrix`: which runs measured which configuration (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<Matrix>,
 }
 
 /// The load generator itself.

@@ -101,6 +101,22 @@ mod tests {
             &json!({"schema_version": 1, "generator": {"version": "x", "threads": 2, "cores": 2}, "runs": []})
         )
         .is_empty());
+        let matrix = json!({"workloads": ["insert"], "configurations": [
+            {"key": "wal", "label": "WAL", "index": "hash", "serve_args": ["--journal", "wal"], "runs": []}
+        ]});
+        let generator = json!({"version": "x", "threads": 2, "cores": 2});
+        assert!(
+            validate(&json!({"schema_version": 1, "generator": generator, "runs": [], "matrix": matrix})).is_empty()
+        );
+        let bad_matrix = json!({"workloads": ["scan"], "configurations": [{"key": "wal", "index": "btree"}]});
+        let text = validate(&json!({"schema_version": 1, "generator": generator, "runs": [], "matrix": bad_matrix}))
+            .join("\n");
+        for expected in
+            ["$.matrix.workloads[0]: \"scan\" is not one of", "$.matrix.configurations[0]: missing field `runs`"]
+        {
+            assert!(text.contains(expected), "{expected} not in\n{text}");
+        }
+        assert!(text.contains("$.matrix.configurations[0].index: \"btree\" is not one of"), "{text}");
         let bad =
             validate(&json!({"schema_version": 2, "generator": {"version": 1, "threads": 2}, "runs": [{}], "x": 0}));
         let text = bad.join("\n");

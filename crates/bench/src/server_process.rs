@@ -61,8 +61,12 @@ impl ServerProcess {
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "warn");
         }
-        let child =
-            command.stdin(Stdio::null()).spawn().with_context(|| format!("starting {} serve", exe.display()))?;
+        // Its stdout (the `listening on` line) must not mix into the bench's own (`--json`).
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {} serve", exe.display()))?;
         let mut server = Self {
             child,
             url: format!("http://{listen}"),

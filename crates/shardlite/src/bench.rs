@@ -2,13 +2,20 @@
 //! arguments it is the README's demonstration: spawn a server on a temporary directory, load
 //! 200,000 DB-A records, run every workload for a few seconds, then `insert` against a second
 //! spawned server with `--index none`, and print the table. `--url` measures any server that
-//! speaks `GET/PUT /kv/{key}` instead.
+//! speaks `GET/PUT /kv/{key}` instead. `shardlite bench matrix` ([`matrix`]) runs the workloads
+//! under each SQLite configuration side by side.
+
+mod matrix;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
+use anyhow::Context;
+
 use shardlite_bench::{
     cost::{Local, ServerStats},
+    html,
     http::Target,
+    matrix::Matrix,
     report::{self, Generator, Report, RunReport, ServerInfo},
     runner::{self, RunOptions},
     schedule::Schedule,
@@ -21,7 +28,10 @@ const INSERT_NO_INDEX: &str = "insert-noindex";
 
 /// Flags of `shardlite bench`.
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
     /// Measure this server (`http://host:port`) instead of spawning one.
     #[arg(long)]
     url: Option<String>,
@@ -94,6 +104,18 @@ pub struct BenchArgs {
     /// Print the report as JSON (schema: docs/bench.md).
     #[arg(long)]
     json: bool,
+    /// Also write the report as a self-contained HTML page with charts to this file.
+    #[arg(long)]
+    html: Option<PathBuf>,
+}
+
+/// Subcommands of `shardlite bench`.
+#[derive(Debug, clap::Subcommand)]
+enum BenchCommand {
+    /// Run the workloads against a restarted server per SQLite configuration (rollback journal,
+    /// WAL, + IMMEDIATE, + synchronous NORMAL, + mmap, group commit off, index modes) and print
+    /// them side by side.
+    Matrix(matrix::MatrixArgs),
 }
 
 /// Key choice.
@@ -105,6 +127,9 @@ enum Dist {
 
 /// Runs `shardlite bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(BenchCommand::Matrix(m)) = &args.command {
+        return matrix::run(m);
+    }
     anyhow::ensure!(args.insert_pct as u16 + args.update_pct as u16 <= 100, "--insert-pct + --update-pct > 100");
     anyhow::ensure!(args.concurrency.iter().all(|&c| c > 0), "--concurrency must be positive");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -118,7 +143,27 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", report::render_text(&report));
     }
+    write_html(&report, args.html.as_deref())
+}
+
+/// Writes the HTML report to `path`, if given.
+fn write_html(report: &Report, path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, html::render(report)).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
     Ok(())
+}
+
+/// The report of `runs` made by this generator.
+fn new_report(threads: usize, runs: Vec<RunReport>, matrix: Option<Matrix>) -> Report {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Report {
+        schema_version: report::SCHEMA_VERSION,
+        generator: Generator { version: env!("CARGO_PKG_VERSION").to_owned(), threads, cores },
+        runs,
+        matrix,
+    }
 }
 
 async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
@@ -158,12 +203,7 @@ async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
             spawned(args, &exe, &dir, 0, &extra, &[Workload::Insert], " (index none)", &mut runs).await?;
         }
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Ok(Report {
-        schema_version: report::SCHEMA_VERSION,
-        generator: Generator { version: env!("CARGO_PKG_VERSION").to_owned(), threads: args.threads, cores },
-        runs,
-    })
+    Ok(new_report(args.threads, runs, None))
 }
 
 /// Loads (if asked), spawns a server on `dir`, runs `workloads` against it, stops it.
@@ -188,10 +228,12 @@ async fn spawned(
         load_args.extend(["--value-size".to_owned(), args.value_size.to_string()]);
         server_process::load(exe, dir, load, &load_args)?;
     }
-    let mut serve_args: Vec<String> = extra.to_vec();
-    // A new directory gets our partition count; an existing one keeps its own.
+    // A new directory gets our partition count and `extra`; an existing one keeps its own (the
+    // server refuses new-directory settings that differ from the directory's).
+    let mut serve_args = Vec::new();
     if !dir.join("shardlite.toml").exists() {
         serve_args.extend(partitions);
+        serve_args.extend(extra.iter().cloned());
     }
     serve_args.extend(args.serve_args.iter().cloned());
     let server = ServerProcess::start(exe, dir, &serve_args).await?;
@@ -309,5 +351,7 @@ mod tests {
         assert_eq!(a.concurrency, [1, 2, 4]);
         assert_eq!(a.serve_args, ["--synchronous=normal"]);
         assert_eq!(a.rate, Some(100.0));
+        assert!(a.command.is_none() && a.html.is_none());
+        assert!(Cli::try_parse_from(["bench", "--json", "matrix"]).is_err(), "bench flags do not apply to matrix");
     }
 }

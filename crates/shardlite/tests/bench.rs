@@ -15,6 +15,8 @@ fn a_short_bench_agrees_with_the_server_and_the_schema() {
         .args(["--duration", "0.5", "--warmup", "0.2", "--workloads", "noop,select,insert,mix,insert-noindex"])
         .arg("--data")
         .arg(&data)
+        .arg("--html")
+        .arg(dir.path().join("report.html"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -52,6 +54,20 @@ fn a_short_bench_agrees_with_the_server_and_the_schema() {
         assert!(!run["timeline"].as_array().unwrap().is_empty(), "{name}");
     }
     assert_eq!(runs[1]["statuses"]["200"], runs[1]["ok"], "selects found every loaded key");
+    assert!(report.get("matrix").is_none());
+
+    // The HTML page: two charts (queries/s, p99 over time) per workload, each run's numbers.
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert_eq!(html.matches("<svg ").count(), 2 * 4, "noop, select, insert (both servers), mix");
+    assert_eq!(html.matches("<polyline ").count(), 2 * runs.len());
+    for run in runs {
+        let (name, qps) = (run["name"].as_str().unwrap(), run["queries_per_sec"].as_f64().unwrap());
+        let row = format!("<td>{name}</td><td>{qps:.0}</td>");
+        assert!(html.contains(&row), "{row} not in the HTML");
+    }
+    // Self-contained: no scripts, no address but the SVG namespace.
+    assert!(!html.contains("<script"));
+    assert_eq!(html.matches("http").count(), html.matches("http://www.w3.org/2000/svg").count());
 
     // After the server stopped, the directory holds the loaded records plus every insert.
     let stats = Command::new(EXE).args(["stats", "--json", "--data"]).arg(&data).output().unwrap();
