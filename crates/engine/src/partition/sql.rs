@@ -83,6 +83,10 @@ fn create_schema(conn: &Connection, index: IndexMode) -> Result<()> {
             "partition schema version {version} is newer than this build ({SCHEMA_VERSION})"
         )));
     }
+    if version == SCHEMA_VERSION {
+        // An existing partition: opening it writes nothing (so it opens on a full disk too).
+        return Ok(());
+    }
     conn.execute_batch(
         "BEGIN IMMEDIATE;
          CREATE TABLE IF NOT EXISTS records(
