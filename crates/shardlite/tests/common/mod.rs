@@ -30,11 +30,17 @@ impl Server {
     /// until it answers `/healthz`. A port is found by binding port 0 and releasing it; if
     /// another process takes it meanwhile the child exits, and we retry on another port.
     pub async fn start(data: &Path, args: &[&str]) -> Self {
+        Self::start_with_env(data, args, &[]).await
+    }
+
+    /// [`Server::start`] with extra environment variables for the child.
+    pub async fn start_with_env(data: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Self {
         let probe = client();
         for _attempt in 0..5 {
             let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
             let mut command = Command::new(EXE);
             command.arg("serve").arg("--data").arg(data).arg("--listen").arg(addr.to_string()).args(args);
+            command.envs(env.iter().copied());
             if std::env::var_os("RUST_LOG").is_none() {
                 command.env("RUST_LOG", "warn");
             }
