@@ -1,13 +1,14 @@
 //! `POST /batch`: many gets, puts and deletes in one request (the format is documented in
 //! `docs/http-api.md`). Items that are malformed get their own 4xx result and are not sent;
-//! the rest go to the engine as one batch, whose operations on one partition commit in one
-//! transaction, in order. The answer is 200 with one result per item, in the request's order.
+//! the rest go to the backend as one batch (SQLite: the operations of one partition commit in one
+//! transaction, in order; PostgreSQL: the whole batch is one transaction). The answer is 200 with one result per item, in the request's order.
 
 use hyper::{body::Incoming, header::HeaderValue, header::RETRY_AFTER, StatusCode};
 use serde::{Deserialize, Serialize};
 use shardlite_engine::{Condition, Error as EngineError, Op, Outcome};
 
 use crate::{
+    backend::BackendError,
     body::{self, Limit},
     error::ApiError,
     key::{decode, parse_key},
@@ -85,7 +86,7 @@ pub async fn handle(state: &State, body: Incoming) -> Result<Response, ApiError>
             format!("the batch has {} operations; the most is {}", request.ops.len(), state.options.batch_max_ops),
         ));
     }
-    let max_value = state.store.config().max_value;
+    let max_value = state.backend.max_value();
     let mut results: Vec<Option<ItemResult>> = Vec::with_capacity(request.ops.len());
     let (mut ops, mut slots) = (Vec::new(), Vec::new());
     for (i, wire) in request.ops.into_iter().enumerate() {
@@ -99,7 +100,7 @@ pub async fn handle(state: &State, body: Incoming) -> Result<Response, ApiError>
         }
     }
     if !ops.is_empty() {
-        let outcomes = state.store.submit_batch(ops)?.resolve().await;
+        let outcomes = state.backend.batch(ops).await?;
         for (slot, outcome) in slots.into_iter().zip(outcomes) {
             results[slot] = Some(match outcome {
                 Ok(outcome) => success_result(outcome),
@@ -184,10 +185,11 @@ fn error_result(err: ApiError) -> ItemResult {
     }
 }
 
-fn engine_error_result(err: EngineError) -> ItemResult {
+fn engine_error_result(err: impl Into<BackendError>) -> ItemResult {
+    let err = err.into();
     // The single-key route sends a failed condition's current counter as the ETag.
     let counter = match err {
-        EngineError::ConditionFailed { current } => current,
+        BackendError::Engine(EngineError::ConditionFailed { current }) => current,
         _ => None,
     };
     ItemResult { counter, ..error_result(ApiError::from(err)) }

@@ -10,7 +10,10 @@ use hyper::{
 use serde::Serialize;
 use shardlite_engine::Error as EngineError;
 
-use crate::response::{self, etag, Response};
+use crate::{
+    backend::BackendError,
+    response::{self, etag, Response},
+};
 
 /// Seconds a client is told to wait after an overloaded or closing server answered 503.
 const RETRY_AFTER_SECS: &str = "1";
@@ -101,6 +104,18 @@ impl ApiError {
     }
 }
 
+impl From<BackendError> for ApiError {
+    fn from(err: BackendError) -> Self {
+        match err {
+            BackendError::Engine(err) => Self::from(err),
+            BackendError::Unavailable(_) => Self::unavailable("unavailable", err.to_string()),
+            BackendError::Database(_) => {
+                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "database_error", err.to_string())
+            }
+        }
+    }
+}
+
 impl From<EngineError> for ApiError {
     fn from(err: EngineError) -> Self {
         let message = err.to_string();
@@ -161,5 +176,10 @@ mod tests {
         assert!(err.headers.contains(&(RETRY_AFTER, HeaderValue::from_static("1"))));
         let err = ApiError::from(EngineError::ConditionFailed { current: Some(7) });
         assert!(err.headers.contains(&(hyper::header::ETAG, HeaderValue::from_static("\"7\""))));
+        let err = ApiError::from(BackendError::Unavailable("no connection".into()));
+        assert_eq!((err.status.as_u16(), err.code), (503, "unavailable"));
+        assert!(err.headers.contains(&(RETRY_AFTER, HeaderValue::from_static("1"))));
+        let err = ApiError::from(BackendError::Database("relation missing".into()));
+        assert_eq!((err.status.as_u16(), err.code), (500, "database_error"));
     }
 }

@@ -1,6 +1,7 @@
-//! `/kv/{key}`: GET, HEAD, PUT, DELETE. Reads go to the engine's lookup threads and writes to
-//! its writer queues; the handlers only await their answers, so no SQLite work runs on the async
-//! runtime. A full queue fails at once (503, `Retry-After`) instead of waiting.
+//! `/kv/{key}`: GET, HEAD, PUT, DELETE, through the [`crate::backend::Backend`]. With SQLite,
+//! reads go to the engine's lookup threads and writes to its writer queues; the handlers only
+//! await their answers, so no SQLite work runs on the async runtime. A full queue fails at once
+//! (503, `Retry-After`) instead of waiting.
 
 use hyper::{body::Incoming, header::ETAG, http::request::Parts, Method, Request, StatusCode};
 use shardlite_engine::{Op, Outcome};
@@ -28,8 +29,13 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
 
 /// GET and HEAD.
 async fn read(state: &State, key: Vec<u8>, head: &Parts) -> Result<Response, ApiError> {
-    let record = state.store.submit_get(key)?.await?;
-    if let Some(status) = conditional::for_read(&head.headers, record.as_ref().map(|r| r.counter))? {
+    let record = state.backend.get(key).await?;
+    let current = record.as_ref().map(|r| r.counter);
+    if let Some(status) = conditional::for_read(&head.headers, current)? {
+        if status == StatusCode::PRECONDITION_FAILED {
+            // An error like any other: the JSON body, and the current counter as the ETag.
+            return Err(ApiError::from(shardlite_engine::Error::ConditionFailed { current }));
+        }
         let mut resp = response::empty(status);
         if let Some(r) = &record {
             resp.headers_mut().insert(ETAG, etag(r.counter));
@@ -51,9 +57,9 @@ async fn put(state: &State, key: Vec<u8>, head: &Parts, body: Incoming) -> Resul
             "PUT needs a Content-Length (chunked values are not accepted)",
         ));
     }
-    let limit = Limit { max: state.store.config().max_value, code: "value_too_large", what: "the value" };
+    let limit = Limit { max: state.backend.max_value(), code: "value_too_large", what: "the value" };
     let value = body::read(body, limit, state.options.body_timeout).await?;
-    match state.store.submit(Op::Put { key, value, condition })?.await? {
+    match state.backend.write(Op::Put { key, value, condition }).await? {
         Outcome::Written(w) => {
             let mut resp = response::empty(if w.created { StatusCode::CREATED } else { StatusCode::OK });
             resp.headers_mut().insert(ETAG, etag(w.counter));
@@ -65,15 +71,15 @@ async fn put(state: &State, key: Vec<u8>, head: &Parts, body: Incoming) -> Resul
 
 async fn delete(state: &State, key: Vec<u8>, head: &Parts) -> Result<Response, ApiError> {
     let condition = conditional::for_delete(&head.headers)?;
-    match state.store.submit(Op::Delete { key, condition })?.await? {
+    match state.backend.write(Op::Delete { key, condition }).await? {
         Outcome::Deleted { .. } => Ok(response::empty(StatusCode::NO_CONTENT)),
         other => Err(unexpected(&other)),
     }
 }
 
-/// The engine answered an operation with another operation's outcome: its bug, not the
+/// The backend answered an operation with another operation's outcome: its bug, not the
 /// client's, so 500 rather than a panic.
 fn unexpected(outcome: &Outcome) -> ApiError {
-    tracing::error!(?outcome, "the engine answered with an outcome of another operation");
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the engine gave an unexpected answer")
+    tracing::error!(?outcome, "the backend answered with an outcome of another operation");
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the backend gave an unexpected answer")
 }

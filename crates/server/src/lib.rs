@@ -1,25 +1,30 @@
 //! shardlite's HTTP server: the key-value API of SPEC §2 (`/kv/{key}`, `/batch`, `/healthz`,
-//! `/stats`, `/metrics`) over a [`shardlite_engine::Store`]. `docs/http-api.md` is the contract.
+//! `/stats`, `/metrics`) over a [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
+//! [`shardlite_engine::Store`]) or PostgreSQL ([`postgres::PgBackend`]). `docs/http-api.md` is
+//! the contract.
 //!
 //! ```text
 //!  TcpListener ── accept (≤ max_connections open) ──> one tokio task per connection (hyper)
-//!     request ──> service: route, auth, method ──> handler
+//!     request ──> service: route, auth, method ──> handler ──> Backend (SQLite shown;
+//!                                                               PostgreSQL: a pooled connection)
 //!        GET/HEAD  ── store.submit_get ──> engine lookup threads ──> PendingGet.await
 //!        PUT/DELETE ─ store.submit ─────> writer queue of the key's partition (bounded:
 //!        POST /batch  store.submit_batch   full => 503 + Retry-After at once) ──> Pending.await,
 //!                                          resolved after the group commit
 //!        /stats, /metrics ── spawn_blocking (they stat the store's files)
-//!  shutdown ──> stop accepting ──> finish in-flight requests ──> store.close() (commit what is
-//!               queued, checkpoint) ──> run returns
+//!  shutdown ──> stop accepting ──> finish in-flight requests ──> backend.close() (SQLite: commit
+//!               what is queued, checkpoint) ──> run returns
 //! ```
 //!
 //! No handler runs SQLite or other blocking work on the async runtime's threads. Modules:
-//! [`server`] (accept loop, limits, shutdown), `service` (one request: route, auth, metrics),
+//! [`backend`] (the storage trait and its SQLite implementation), [`postgres`] (the PostgreSQL
+//! one), [`server`] (accept loop, limits, shutdown), `service` (one request: route, auth, metrics),
 //! `kv`, `batch`, `stats` and `metrics` (the routes), `conditional` (If-Match and
 //! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
 //! status and JSON body), `auth`, `procinfo`, `response`, [`options`].
 
 mod auth;
+pub mod backend;
 mod batch;
 mod body;
 mod conditional;
@@ -28,6 +33,7 @@ mod key;
 mod kv;
 mod metrics;
 pub mod options;
+pub mod postgres;
 mod procinfo;
 mod response;
 mod routes;
@@ -35,6 +41,7 @@ pub mod server;
 mod service;
 mod stats;
 
+pub use backend::{Backend, BackendError, SqliteBackend};
 pub use error::ApiError;
 pub use options::ServerOptions;
-pub use server::run;
+pub use server::{run, run_store};

@@ -20,7 +20,7 @@ use prometheus_client::{
 };
 use shardlite_engine::{JournalMode, PartitionStats, Store, Synchronous};
 
-use crate::procinfo::ProcessStats;
+use crate::{backend::Backend, procinfo::ProcessStats};
 
 /// The labels of a request's metrics.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -41,8 +41,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Metrics for a server of `store`.
-    pub fn new(store: Arc<Store>) -> Self {
+    /// Metrics for a server of `backend`.
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
         let mut registry = Registry::default();
         // 50 µs .. 1.6 s: a cached GET is tens of µs, a durable commit a few ms.
         let requests: HistogramFamily =
@@ -54,7 +54,7 @@ impl Metrics {
         );
         let connections = Gauge::default();
         registry.register("shardlite_http_connections_open", "HTTP connections open now", connections.clone());
-        registry.register_collector(Box::new(StoreCollector { store }));
+        registry.register_collector(Box::new(BackendCollector { backend }));
         Self { registry, requests, connections }
     }
 
@@ -76,89 +76,15 @@ impl Metrics {
     }
 }
 
-/// Reads the store's figures at each scrape, so nothing is counted twice.
+/// Reads the backend's and the process's figures at each scrape, so nothing is counted twice.
 #[derive(Debug)]
-struct StoreCollector {
-    store: Arc<Store>,
+struct BackendCollector {
+    backend: Arc<dyn Backend>,
 }
 
-impl Collector for StoreCollector {
+impl Collector for BackendCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = self.store.stats();
-        let config = self.store.config();
-        let sum = |f: fn(&PartitionStats) -> u64| stats.partitions.iter().map(f).sum::<u64>();
-        let w = &stats.writers;
-
-        gauge(&mut enc, "shardlite_records", "Live records, all partitions", sum(|p| p.records))?;
-        gauge(&mut enc, "shardlite_db_bytes", "Bytes of the SQLite database files", sum(|p| p.db_bytes))?;
-        gauge(&mut enc, "shardlite_wal_bytes", "Bytes of the SQLite WAL files", sum(|p| p.wal_bytes))?;
-        gauge(&mut enc, "shardlite_index_bytes", "Bytes of the compact index files", sum(|p| p.index_bytes))?;
-        gauge(
-            &mut enc,
-            "shardlite_index_recent_entries",
-            "Index entries in RAM, not yet merged into the index files",
-            sum(|p| p.index_recent_entries),
-        )?;
-        counter(&mut enc, "shardlite_index_merges", "Index merges completed since start", sum(|p| p.merges))?;
-        counter(
-            &mut enc,
-            "shardlite_checkpoints",
-            "WAL checkpoints run by the writers since start",
-            sum(|p| p.checkpoints),
-        )?;
-        gauge(
-            &mut enc,
-            "shardlite_partitions_poisoned",
-            "Partitions refusing writes after a failed commit",
-            stats.partitions.iter().filter(|p| p.poisoned.is_some()).count() as u64,
-        )?;
-        gauge(
-            &mut enc,
-            "shardlite_writer_queue_jobs",
-            "Write jobs waiting in the writer threads' queues",
-            stats.queue_depths.iter().sum::<usize>() as u64,
-        )?;
-        counter(&mut enc, "shardlite_commits", "Transactions committed by the writers (group commits)", w.commits)?;
-        // With synchronous=full each commit waits for at least one fsync (in WAL mode exactly one,
-        // of the WAL); otherwise commits do not fsync. Checkpoint fsyncs are not counted.
-        let durable = if config.synchronous == Synchronous::Full { w.commits } else { 0 };
-        counter(
-            &mut enc,
-            "shardlite_commit_fsyncs",
-            match config.journal {
-                JournalMode::Wal => {
-                    "WAL fsyncs at commit (one per commit with synchronous=full; checkpoints not counted)"
-                }
-                JournalMode::Delete => {
-                    "Commits that waited for fsyncs (synchronous=full; several fsyncs each in delete mode)"
-                }
-            },
-            durable,
-        )?;
-        counter(&mut enc, "shardlite_commit_requests", "Write requests carried by those commits", w.requests)?;
-        let commit_seconds = ConstCounter::new(w.commit_nanos as f64 / 1e9);
-        commit_seconds.encode(enc.encode_descriptor(
-            "shardlite_commit_seconds",
-            "Time spent in write transactions",
-            None,
-            commit_seconds.metric_type(),
-        )?)?;
-        let mut buckets: Vec<(f64, u64)> = w
-            .batch_sizes
-            .iter()
-            .map(|&(bound, n)| (if bound == u64::MAX { f64::INFINITY } else { bound as f64 }, n))
-            .collect();
-        if buckets.last().is_none_or(|(bound, _)| bound.is_finite()) {
-            buckets.push((f64::INFINITY, 0));
-        }
-        let batches = ConstHistogram { sum: w.requests as f64, count: w.commits, buckets };
-        batches.encode(enc.encode_descriptor(
-            "shardlite_commit_batch_size",
-            "Requests per commit: how well group commit batches",
-            None,
-            batches.metric_type(),
-        )?)?;
-
+        self.backend.encode_metrics(&mut enc)?;
         let process = ProcessStats::read();
         let cpu = ConstCounter::new(process.cpu_seconds());
         cpu.encode(enc.encode_descriptor(
@@ -183,6 +109,78 @@ impl Collector for StoreCollector {
         counter(&mut enc, "process_io_write_syscalls", "Write system calls", process.syscw)?;
         Ok(())
     }
+}
+
+/// The SQLite store's figures: commits, requests per commit, durable commits, records, file
+/// sizes (WAL included), index merges, queue depth. Reads file sizes: call it off the runtime.
+pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let stats = store.stats();
+    let config = store.config();
+    let sum = |f: fn(&PartitionStats) -> u64| stats.partitions.iter().map(f).sum::<u64>();
+    let w = &stats.writers;
+    gauge(enc, "shardlite_records", "Live records, all partitions", sum(|p| p.records))?;
+    gauge(enc, "shardlite_db_bytes", "Bytes of the SQLite database files", sum(|p| p.db_bytes))?;
+    gauge(enc, "shardlite_wal_bytes", "Bytes of the SQLite WAL files", sum(|p| p.wal_bytes))?;
+    gauge(enc, "shardlite_index_bytes", "Bytes of the compact index files", sum(|p| p.index_bytes))?;
+    gauge(
+        enc,
+        "shardlite_index_recent_entries",
+        "Index entries in RAM, not yet merged into the index files",
+        sum(|p| p.index_recent_entries),
+    )?;
+    counter(enc, "shardlite_index_merges", "Index merges completed since start", sum(|p| p.merges))?;
+    counter(enc, "shardlite_checkpoints", "WAL checkpoints run by the writers since start", sum(|p| p.checkpoints))?;
+    gauge(
+        enc,
+        "shardlite_partitions_poisoned",
+        "Partitions refusing writes after a failed commit",
+        stats.partitions.iter().filter(|p| p.poisoned.is_some()).count() as u64,
+    )?;
+    gauge(
+        enc,
+        "shardlite_writer_queue_jobs",
+        "Write jobs waiting in the writer threads' queues",
+        stats.queue_depths.iter().sum::<usize>() as u64,
+    )?;
+    counter(enc, "shardlite_commits", "Transactions committed by the writers (group commits)", w.commits)?;
+    // With synchronous=full each commit waits for at least one fsync (in WAL mode exactly one,
+    // of the WAL); otherwise commits do not fsync. Checkpoint fsyncs are not counted.
+    let durable = if config.synchronous == Synchronous::Full { w.commits } else { 0 };
+    counter(
+        enc,
+        "shardlite_commit_fsyncs",
+        match config.journal {
+            JournalMode::Wal => "WAL fsyncs at commit (one per commit with synchronous=full; checkpoints not counted)",
+            JournalMode::Delete => {
+                "Commits that waited for fsyncs (synchronous=full; several fsyncs each in delete mode)"
+            }
+        },
+        durable,
+    )?;
+    counter(enc, "shardlite_commit_requests", "Write requests carried by those commits", w.requests)?;
+    let commit_seconds = ConstCounter::new(w.commit_nanos as f64 / 1e9);
+    commit_seconds.encode(enc.encode_descriptor(
+        "shardlite_commit_seconds",
+        "Time spent in write transactions",
+        None,
+        commit_seconds.metric_type(),
+    )?)?;
+    let mut buckets: Vec<(f64, u64)> = w
+        .batch_sizes
+        .iter()
+        .map(|&(bound, n)| (if bound == u64::MAX { f64::INFINITY } else { bound as f64 }, n))
+        .collect();
+    if buckets.last().is_none_or(|(bound, _)| bound.is_finite()) {
+        buckets.push((f64::INFINITY, 0));
+    }
+    let batches = ConstHistogram { sum: w.requests as f64, count: w.commits, buckets };
+    batches.encode(enc.encode_descriptor(
+        "shardlite_commit_batch_size",
+        "Requests per commit: how well group commit batches",
+        None,
+        batches.metric_type(),
+    )?)?;
+    Ok(())
 }
 
 fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {

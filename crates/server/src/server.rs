@@ -1,6 +1,6 @@
 //! [`run`]: the accept loop, the connection cap, the HTTP/1 and HTTP/2 connections with their
 //! timeouts, and the orderly shutdown: stop accepting, let in-flight requests finish (up to the
-//! grace period), then close the store, which commits every queued write and checkpoints.
+//! grace period), then close the backend (SQLite: commit every queued write and checkpoint).
 
 use std::{convert::Infallible, future::Future, sync::Arc, time::Duration};
 
@@ -17,6 +17,7 @@ use tokio::{
 };
 
 use crate::{
+    backend::{Backend, SqliteBackend},
     options::ServerOptions,
     service::{handle, State},
 };
@@ -24,22 +25,34 @@ use crate::{
 /// After a failed `accept` (say, out of file descriptors), wait this long before the next.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// Serves the API on `listener` until `shutdown` resolves, then shuts down in order and closes
-/// `store`. Returns once the store is closed: every acknowledged write is durable (as the
-/// store's `synchronous` setting defines) and the files are checkpointed.
-pub async fn run(
+/// Serves the API over shardlite's SQLite engine: [`run`] with a [`SqliteBackend`] of `store`.
+/// Returns once the store is closed: every acknowledged write is durable (as the store's
+/// `synchronous` setting defines) and the files are checkpointed.
+pub async fn run_store(
     listener: TcpListener,
     store: Arc<Store>,
+    options: ServerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    run(listener, Arc::new(SqliteBackend::new(store)), options, shutdown).await
+}
+
+/// Serves the API on `listener` over `backend` until `shutdown` resolves, then shuts down in
+/// order and closes the backend. Returns once it is closed.
+pub async fn run(
+    listener: TcpListener,
+    backend: Arc<dyn Backend>,
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let connections = Arc::new(Semaphore::new(options.max_connections));
     let grace = options.shutdown_grace;
-    let state = Arc::new(State::new(Arc::clone(&store), options));
+    let state = Arc::new(State::new(Arc::clone(&backend), options));
     let builder = http_builder(&state.options);
     let graceful = GracefulShutdown::new();
-    tracing::info!(%addr, max_connections = state.options.max_connections, auth = state.auth.enabled(), "serving");
+    let (max_connections, auth, name) = (state.options.max_connections, state.auth.enabled(), backend.name());
+    tracing::info!(%addr, max_connections, auth, backend = name, "serving");
 
     tokio::pin!(shutdown);
     loop {
@@ -89,8 +102,8 @@ pub async fn run(
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!("requests still in flight after the grace period; dropping their connections");
     }
-    tokio::task::spawn_blocking(move || store.close()).await.map_err(std::io::Error::other)?;
-    tracing::info!("shutdown complete: queued writes committed, store closed");
+    backend.close().await;
+    tracing::info!("shutdown complete: queued writes committed, backend closed");
     Ok(())
 }
 

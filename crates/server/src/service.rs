@@ -4,11 +4,9 @@
 
 use std::{sync::Arc, time::Instant};
 
-use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
-use shardlite_engine::Store;
-
 use crate::{
     auth::Auth,
+    backend::Backend,
     batch,
     error::ApiError,
     kv,
@@ -18,12 +16,13 @@ use crate::{
     routes::{method_label, Route},
     stats,
 };
+use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
 
 /// What every request handler shares.
 #[derive(Debug)]
 pub struct State {
-    /// The store every route but `/healthz` works on.
-    pub store: Arc<Store>,
+    /// The storage every route but `/healthz` works on.
+    pub backend: Arc<dyn Backend>,
     /// The server's options.
     pub options: ServerOptions,
     /// The bearer token check.
@@ -35,12 +34,12 @@ pub struct State {
 }
 
 impl State {
-    /// The state of a server of `store`.
-    pub fn new(store: Arc<Store>, options: ServerOptions) -> Self {
+    /// The state of a server of `backend`.
+    pub fn new(backend: Arc<dyn Backend>, options: ServerOptions) -> Self {
         Self {
             auth: Auth::new(options.auth_token.as_deref()),
-            metrics: Metrics::new(Arc::clone(&store)),
-            store,
+            metrics: Metrics::new(Arc::clone(&backend)),
+            backend,
             options,
             started: Instant::now(),
         }
@@ -89,7 +88,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
     }
 }
 
-/// `/metrics`, rendered on a blocking thread because it reads the store's file sizes.
+/// `/metrics`, rendered on a blocking thread because it may read the store's file sizes.
 async fn metrics(state: &Arc<State>) -> Result<Response, ApiError> {
     let state = Arc::clone(state);
     let internal = |message: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hyper::StatusCode;
 use serde::Serialize;
-use shardlite_engine::{Config, StoreStats};
+use shardlite_engine::{Config, Store, StoreStats};
 
 use crate::{
     error::ApiError,
@@ -17,7 +17,7 @@ use crate::{
     service::State,
 };
 
-/// The `/stats` document.
+/// The `/stats` document's common part; the backend's fields join it (see [`sqlite_fields`]).
 #[derive(Serialize)]
 struct Stats<'a> {
     /// This build's version.
@@ -30,12 +30,19 @@ struct Stats<'a> {
     connections_open: i64,
     /// Whether requests need a bearer token.
     auth: bool,
-    /// Sums over the partitions.
+    /// `sqlite` or `postgres`.
+    backend: &'static str,
+    process: ProcessStats,
+    server: &'a ServerOptions,
+}
+
+/// The SQLite backend's fields: sums over the partitions, the store's figures, the engine
+/// configuration.
+#[derive(Serialize)]
+struct SqliteFields<'a> {
     totals: Totals,
     store: StoreStats,
-    process: ProcessStats,
     config: &'a Config,
-    server: &'a ServerOptions,
 }
 
 /// Sums over the partitions.
@@ -48,38 +55,45 @@ struct Totals {
     queued_jobs: usize,
 }
 
-/// Answers `/stats`; file sizes are read on a blocking thread.
+/// Answers `/stats`.
 pub async fn handle(state: &Arc<State>) -> Result<Response, ApiError> {
-    let state = Arc::clone(state);
-    let body = tokio::task::spawn_blocking(move || render(&state))
+    let backend_fields = state.backend.stats().await?;
+    let process = tokio::task::spawn_blocking(ProcessStats::read)
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("stats failed: {e}")))?;
-    Ok(response::json(StatusCode::OK, body))
-}
-
-fn render(state: &State) -> Vec<u8> {
-    let store = state.store.stats();
-    let totals = store.partitions.iter().fold(Totals::default(), |mut t, p| {
-        t.records += p.records;
-        t.db_bytes += p.db_bytes;
-        t.wal_bytes += p.wal_bytes;
-        t.index_bytes += p.index_bytes;
-        t
-    });
-    let totals = Totals { queued_jobs: store.queue_depths.iter().sum(), ..totals };
     let stats = Stats {
         version: env!("CARGO_PKG_VERSION"),
         pid: std::process::id(),
         uptime_seconds: state.started.elapsed().as_secs_f64(),
         connections_open: state.metrics.connections().get(),
         auth: state.auth.enabled(),
-        totals,
-        store,
-        process: ProcessStats::read(),
-        config: state.store.config(),
+        backend: state.backend.name(),
+        process,
         server: &state.options,
     };
-    let mut body = serde_json::to_vec_pretty(&stats).unwrap_or_default();
+    let mut doc = match serde_json::to_value(&stats) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    doc.extend(backend_fields);
+    let mut body = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     body.push(b'\n');
-    body
+    Ok(response::json(StatusCode::OK, body))
+}
+
+/// The SQLite backend's part of `/stats`. Reads file sizes: call it off the async runtime.
+pub fn sqlite_fields(store: &Store) -> serde_json::Map<String, serde_json::Value> {
+    let stats = store.stats();
+    let totals = stats.partitions.iter().fold(Totals::default(), |mut t, p| {
+        t.records += p.records;
+        t.db_bytes += p.db_bytes;
+        t.wal_bytes += p.wal_bytes;
+        t.index_bytes += p.index_bytes;
+        t
+    });
+    let totals = Totals { queued_jobs: stats.queue_depths.iter().sum(), ..totals };
+    match serde_json::to_value(SqliteFields { totals, store: stats, config: store.config() }) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    }
 }

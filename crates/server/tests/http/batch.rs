@@ -1,12 +1,18 @@
 //! `POST /batch`: the documented JSON format, per-item results (and per-item errors) in the
-//! request's order, hundreds of operations at once, and the batch limits.
+//! request's order, hundreds of operations at once (on both backends), and the batch limits.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use shardlite_engine::Config;
 use shardlite_server::ServerOptions;
 
-use crate::common::{config, error_of, key, TestServer};
+use crate::common::{config, error_of, key, on_both_backends, Kind, TestServer};
+
+on_both_backends!(
+    every_operation_gets_its_own_result_in_order,
+    hundreds_of_operations_in_one_request,
+    an_empty_batch_is_an_empty_answer
+);
 
 async fn batch(server: &TestServer, body: &Value) -> Vec<Value> {
     let resp = server.client.post(server.at("/batch")).body(body.to_string()).send().await.unwrap();
@@ -15,9 +21,8 @@ async fn batch(server: &TestServer, body: &Value) -> Vec<Value> {
     body["results"].as_array().unwrap().clone()
 }
 
-#[tokio::test]
-async fn every_operation_gets_its_own_result_in_order() {
-    let server = TestServer::start(Config { max_value: 8, ..config() }).await;
+async fn every_operation_gets_its_own_result_in_order(kind: Kind) {
+    let server = TestServer::on(kind, Config { max_value: 8, ..config() }).await;
     let (a, b, missing) = (hex::encode(key(1)), hex::encode(key(2)), hex::encode(key(3)));
     server.client.put(server.kv(&key(2))).body("old").send().await.unwrap();
 
@@ -63,9 +68,8 @@ async fn every_operation_gets_its_own_result_in_order() {
     assert_eq!(server.client.get(server.kv(&key(2))).send().await.unwrap().status(), StatusCode::NOT_FOUND);
 }
 
-#[tokio::test]
-async fn hundreds_of_operations_in_one_request() {
-    let server = TestServer::start(config()).await;
+async fn hundreds_of_operations_in_one_request(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     let puts: Vec<Value> = (0..500)
         .map(|i| json!({"op": "put", "key": hex::encode(key(i)), "value": hex::encode(format!("value {i}"))}))
         .collect();
@@ -80,9 +84,8 @@ async fn hundreds_of_operations_in_one_request() {
     }
 }
 
-#[tokio::test]
-async fn an_empty_batch_is_an_empty_answer() {
-    let server = TestServer::start(config()).await;
+async fn an_empty_batch_is_an_empty_answer(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     assert!(batch(&server, &json!({"ops": []})).await.is_empty());
 }
 

@@ -1,10 +1,21 @@
-//! Starting a real server on 127.0.0.1:0 over a real store in a temporary directory, and the
-//! small clients the tests talk to it with.
+//! Starting a real server on 127.0.0.1:0 over a real store in a temporary directory — or over
+//! a fresh table of the PostgreSQL server `SHARDLITE_TEST_POSTGRES` names — and the small
+//! clients the tests talk to it with. [`on_both_backends!`] runs a test on both backends.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 use shardlite_engine::{Config, Store, Synchronous};
-use shardlite_server::ServerOptions;
+use shardlite_server::{
+    postgres::{PgBackend, PgOptions},
+    Backend, ServerOptions, SqliteBackend,
+};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -25,6 +36,46 @@ pub fn config() -> Config {
     }
 }
 
+/// The environment variable naming the PostgreSQL server of the PostgreSQL variants.
+pub const POSTGRES_ENV: &str = "SHARDLITE_TEST_POSTGRES";
+
+/// The storage a test server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// shardlite's engine in a temporary directory.
+    Sqlite,
+    /// A new table (hash-partitioned like the config's partitions) on `SHARDLITE_TEST_POSTGRES`.
+    Postgres,
+}
+
+/// The PostgreSQL URL of the tests, if any.
+pub fn postgres_url() -> Option<String> {
+    std::env::var(POSTGRES_ENV).ok().filter(|url| !url.is_empty())
+}
+
+/// Runs each `async fn name(kind: Kind)` twice, as `name::sqlite` and `name::postgres`; the
+/// PostgreSQL variant says it is skipped and passes when `SHARDLITE_TEST_POSTGRES` is unset.
+macro_rules! on_both_backends {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name($crate::common::Kind::Sqlite).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                if $crate::common::postgres_url().is_none() {
+                    eprintln!("skipped: {} not set", $crate::common::POSTGRES_ENV);
+                    return;
+                }
+                super::$name($crate::common::Kind::Postgres).await;
+            }
+        }
+    )+};
+}
+pub(crate) use on_both_backends;
+
 /// A running server.
 pub struct TestServer {
     /// `http://127.0.0.1:PORT`.
@@ -35,6 +86,8 @@ pub struct TestServer {
     pub client: reqwest::Client,
     /// The data directory (kept alive as long as the server).
     pub dir: tempfile::TempDir,
+    /// The PostgreSQL table the server works on (dropped with the server).
+    pub table: Option<String>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -47,15 +100,40 @@ impl TestServer {
 
     /// Starts a server with these options over a new data directory.
     pub async fn start_with(config: Config, options: ServerOptions) -> Self {
+        Self::on_with(Kind::Sqlite, config, options).await
+    }
+
+    /// Starts a server with the default options on `kind`.
+    pub async fn on(kind: Kind, config: Config) -> Self {
+        Self::on_with(kind, config, ServerOptions::default()).await
+    }
+
+    /// Starts a server with these options on `kind`: a new data directory, or a new table of
+    /// its own (so tests run in parallel) with the config's partitions and `max_value`.
+    pub async fn on_with(kind: Kind, config: Config, options: ServerOptions) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::create(dir.path(), config).unwrap());
+        let (backend, table): (Arc<dyn Backend>, _) = match kind {
+            Kind::Sqlite => (Arc::new(SqliteBackend::new(Arc::new(Store::create(dir.path(), config).unwrap()))), None),
+            Kind::Postgres => {
+                let table = fresh_table();
+                let url = postgres_url().expect("SHARDLITE_TEST_POSTGRES names the test server");
+                let options = PgOptions {
+                    table: table.clone(),
+                    partitions: config.partitions,
+                    pool_size: 4,
+                    max_value: config.max_value,
+                    ..PgOptions::new(url)
+                };
+                (Arc::new(PgBackend::connect(options).await.unwrap()), Some(table))
+            }
+        };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(shardlite_server::run(listener, store, options, async {
+        let task = tokio::spawn(shardlite_server::run(listener, backend, options, async {
             let _ = stopped.await;
         }));
-        Self { url: format!("http://{addr}"), addr, client: client(), dir, stop: Some(stop), task: Some(task) }
+        Self { url: format!("http://{addr}"), addr, client: client(), dir, table, stop: Some(stop), task: Some(task) }
     }
 
     /// `url` + `path`.
@@ -79,9 +157,36 @@ impl TestServer {
     }
 }
 
-/// An HTTP client that ignores proxy settings.
+impl Drop for TestServer {
+    /// Drops the PostgreSQL table (and its partitions), on a thread of its own: the test's
+    /// runtime may be shutting down.
+    fn drop(&mut self) {
+        let (Some(table), Some(url)) = (self.table.take(), postgres_url()) else { return };
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+                let connection = tokio::spawn(connection);
+                client.batch_execute(&format!("DROP TABLE IF EXISTS {table} CASCADE")).await.unwrap();
+                drop(client);
+                let _ = connection.await;
+            });
+        });
+        let _ = dropped.join();
+    }
+}
+
+/// A table name no other test (of this run or an earlier one) uses.
+fn fresh_table() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("t{}_{nanos}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// An HTTP client that ignores proxy settings and gives up on a request after 20 s, so a
+/// request the server never answers fails the test instead of hanging it.
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    reqwest::Client::builder().no_proxy().timeout(std::time::Duration::from_secs(20)).build().unwrap()
 }
 
 /// Sends raw bytes on a new connection and reads until the server closes it (or 10 s pass).

@@ -1,18 +1,30 @@
 //! `/kv/{key}`: every row of SPEC §2 for GET, HEAD, PUT and DELETE, with their headers and
-//! bodies, and the conditional requests.
+//! bodies, and the conditional requests. The storage semantics run on both backends.
 
 use reqwest::{header, StatusCode};
 use shardlite_engine::{Config, IndexMode};
 
-use crate::common::{config, error_of, key, TestServer};
+use crate::common::{config, error_of, key, on_both_backends, Kind, TestServer};
 
 fn etag(resp: &reqwest::Response) -> Option<&str> {
     resp.headers().get(header::ETAG).map(|v| v.to_str().unwrap())
 }
 
-#[tokio::test]
-async fn put_creates_then_updates_and_get_reads_back_with_the_counter_as_etag() {
-    let server = TestServer::start(config()).await;
+on_both_backends!(
+    put_creates_then_updates_and_get_reads_back_with_the_counter_as_etag,
+    get_of_a_missing_key_is_404_with_a_json_error,
+    head_answers_like_get_without_a_body,
+    an_empty_value_is_a_value,
+    if_none_match_star_inserts_only,
+    if_match_is_update_only_compare_and_set,
+    delete_is_204_then_404_and_honours_if_match,
+    conditional_gets_answer_304_and_412,
+    a_value_of_exactly_max_value_bytes_is_stored,
+    concurrent_compare_and_sets_let_exactly_one_win
+);
+
+async fn put_creates_then_updates_and_get_reads_back_with_the_counter_as_etag(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     let url = server.kv(&key(1));
 
     let resp = server.client.put(&url).body("first").send().await.unwrap();
@@ -34,18 +46,16 @@ async fn put_creates_then_updates_and_get_reads_back_with_the_counter_as_etag() 
     assert_eq!(resp.bytes().await.unwrap().as_ref(), [0u8, 255, 7]);
 }
 
-#[tokio::test]
-async fn get_of_a_missing_key_is_404_with_a_json_error() {
-    let server = TestServer::start(config()).await;
+async fn get_of_a_missing_key_is_404_with_a_json_error(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     let resp = server.client.get(server.kv(&key(9))).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     assert!(etag(&resp).is_none());
     assert_eq!(error_of(resp).await.0, "not_found");
 }
 
-#[tokio::test]
-async fn head_answers_like_get_without_a_body() {
-    let server = TestServer::start(config()).await;
+async fn head_answers_like_get_without_a_body(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     let url = server.kv(&key(2));
     server.client.put(&url).body("twelve bytes").send().await.unwrap();
 
@@ -60,9 +70,8 @@ async fn head_answers_like_get_without_a_body() {
     assert!(resp.bytes().await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn an_empty_value_is_a_value() {
-    let server = TestServer::start(config()).await;
+async fn an_empty_value_is_a_value(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     let url = server.kv(&key(4));
     assert_eq!(server.client.put(&url).body("").send().await.unwrap().status(), StatusCode::CREATED);
     let resp = server.client.get(&url).send().await.unwrap();
@@ -70,9 +79,8 @@ async fn an_empty_value_is_a_value() {
     assert!(resp.bytes().await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn if_none_match_star_inserts_only() {
-    let server = TestServer::start(config()).await;
+async fn if_none_match_star_inserts_only(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     let url = server.kv(&key(5));
     let put = |body: &'static str| server.client.put(&url).header(header::IF_NONE_MATCH, "*").body(body).send();
 
@@ -84,9 +92,8 @@ async fn if_none_match_star_inserts_only() {
     assert_eq!(server.client.get(&url).send().await.unwrap().bytes().await.unwrap(), "one");
 }
 
-#[tokio::test]
-async fn if_match_is_update_only_compare_and_set() {
-    let server = TestServer::start(config()).await;
+async fn if_match_is_update_only_compare_and_set(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     let url = server.kv(&key(6));
     let put =
         |tag: &'static str, body: &'static str| server.client.put(&url).header(header::IF_MATCH, tag).body(body).send();
@@ -127,9 +134,8 @@ async fn malformed_conditional_headers_are_400() {
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
 }
 
-#[tokio::test]
-async fn delete_is_204_then_404_and_honours_if_match() {
-    let server = TestServer::start(config()).await;
+async fn delete_is_204_then_404_and_honours_if_match(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     let url = server.kv(&key(8));
     server.client.put(&url).body("v").send().await.unwrap();
     server.client.put(&url).body("v").send().await.unwrap();
@@ -148,9 +154,8 @@ async fn delete_is_204_then_404_and_honours_if_match() {
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
 }
 
-#[tokio::test]
-async fn conditional_gets_answer_304_and_412() {
-    let server = TestServer::start(config()).await;
+async fn conditional_gets_answer_304_and_412(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
     let url = server.kv(&key(10));
     server.client.put(&url).body("v").send().await.unwrap();
 
@@ -160,16 +165,47 @@ async fn conditional_gets_answer_304_and_412() {
     let resp = server.client.get(&url).header(header::IF_NONE_MATCH, "\"7\"").send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let resp = server.client.get(&url).header(header::IF_MATCH, "\"7\"").send().await.unwrap();
+    assert_eq!((resp.status(), etag(&resp)), (StatusCode::PRECONDITION_FAILED, Some("\"1\"")));
+    assert!(resp.text().await.unwrap().contains("\"error\":\"precondition_failed\""), "a JSON error body");
+    let missing = server.kv(&key(12));
+    let resp = server.client.get(&missing).header(header::IF_MATCH, "*").send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::PRECONDITION_FAILED);
+    assert!(resp.text().await.unwrap().contains("\"error\":"), "a JSON error body");
 }
 
-#[tokio::test]
-async fn a_value_of_exactly_max_value_bytes_is_stored() {
-    let server = TestServer::start(Config { max_value: 1000, ..config() }).await;
+async fn a_value_of_exactly_max_value_bytes_is_stored(kind: Kind) {
+    let server = TestServer::on(kind, Config { max_value: 1000, ..config() }).await;
     let url = server.kv(&key(11));
     let value = vec![0xa5u8; 1000];
     assert_eq!(server.client.put(&url).body(value.clone()).send().await.unwrap().status(), StatusCode::CREATED);
     assert_eq!(server.client.get(&url).send().await.unwrap().bytes().await.unwrap().as_ref(), value);
+}
+
+async fn concurrent_compare_and_sets_let_exactly_one_win(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
+    let url = server.kv(&key(14));
+    server.client.put(&url).body("v1").send().await.unwrap();
+    let attempts =
+        (0..16).map(|i| server.client.put(&url).header(header::IF_MATCH, "\"1\"").body(format!("w{i}")).send());
+    let statuses: Vec<StatusCode> = futures_join_all(attempts).await.into_iter().map(|r| r.unwrap().status()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::OK).count(), 1, "{statuses:?}");
+    assert!(statuses.iter().all(|s| [StatusCode::OK, StatusCode::PRECONDITION_FAILED].contains(s)), "{statuses:?}");
+    let resp = server.client.get(&url).send().await.unwrap();
+    assert_eq!(etag(&resp), Some("\"2\""));
+}
+
+/// Runs the futures concurrently, each on its own task; their outputs in order.
+async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for handle in handles {
+        out.push(handle.await.unwrap());
+    }
+    out
 }
 
 #[tokio::test]

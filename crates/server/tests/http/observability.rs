@@ -3,7 +3,9 @@
 use reqwest::{header, StatusCode};
 use serde_json::Value;
 
-use crate::common::{config, key, TestServer};
+use crate::common::{config, key, on_both_backends, Kind, TestServer};
+
+on_both_backends!(stats_name_the_backend_and_count_its_records);
 
 #[tokio::test]
 async fn healthz_answers_without_storage_work() {
@@ -44,6 +46,39 @@ async fn stats_reports_partitions_process_and_configuration() {
     assert_eq!(stats["server"]["max_connections"], 1024);
     assert_eq!(stats["server"]["body_timeout_ms"], 30_000);
     assert_eq!(stats["auth"], false);
+}
+
+async fn stats_name_the_backend_and_count_its_records(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
+    for i in 0..10 {
+        server.client.put(server.kv(&key(i))).body("value").send().await.unwrap();
+    }
+    // PostgreSQL's statistics reach its views up to a second after the commits.
+    let mut stats = Value::Null;
+    for _ in 0..50 {
+        let resp = server.client.get(server.at("/stats")).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        stats = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+        if stats["totals"]["records"] == 10 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(stats["totals"]["records"], 10, "{stats:#}");
+    assert!(stats["totals"]["db_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(stats["server"]["max_connections"], 1024);
+    match kind {
+        Kind::Sqlite => assert_eq!(stats["backend"], "sqlite"),
+        Kind::Postgres => {
+            assert_eq!(stats["backend"], "postgres");
+            assert_eq!(stats["config"]["partitions"], 4);
+            assert_eq!(stats["config"]["table"], server.table.clone().unwrap());
+            assert!(stats["store"]["database"]["xact_commit"].as_u64().unwrap() >= 10);
+            assert_eq!(stats["store"]["pool"]["max_size"], 4);
+            assert!(stats["store"]["wal"]["wal_bytes"].as_u64().unwrap() > 0);
+            assert!(stats["config"].get("url").is_none(), "never the URL: it may hold a password");
+        }
+    }
 }
 
 #[tokio::test]

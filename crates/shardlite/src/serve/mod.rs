@@ -1,5 +1,6 @@
-//! `shardlite serve`: resolve the settings, bind, open (or create) the data directory, run the
-//! HTTP server on a tokio runtime until SIGTERM or Ctrl-C, and return once the store is closed.
+//! `shardlite serve`: resolve the settings, bind, open (or create) the data directory — or
+//! connect to PostgreSQL (`--backend postgres://...`) — run the HTTP server on a tokio runtime
+//! until SIGTERM or Ctrl-C, and return once the backend is closed.
 
 mod settings;
 
@@ -7,9 +8,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use shardlite_engine::{layout::Layout, Store};
+use shardlite_server::{
+    postgres::{PgBackend, PgOptions},
+    Backend, SqliteBackend,
+};
 
 pub use settings::ServeArgs;
-use settings::Settings;
+use settings::{Settings, Storage};
 
 /// Runs the server until a shutdown signal; `Ok` after an orderly shutdown.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -20,7 +25,18 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
     // The bound address on stdout (also with `--listen 127.0.0.1:0`), for scripts and the bench.
     println!("listening on http://{}", listener.local_addr()?);
-    let store = Arc::new(open_store(&settings)?);
+    let opened = match &settings.storage {
+        Storage::Data(dir) => Opened::Store(Arc::new(open_store(dir, &settings)?)),
+        Storage::Postgres { url, partitions, pool_size } => {
+            let defaults = PgOptions::new(url.clone());
+            Opened::Postgres(PgOptions {
+                partitions: *partitions,
+                pool_size: pool_size.unwrap_or(defaults.pool_size),
+                max_value: settings.engine.max_value,
+                ..defaults
+            })
+        }
+    };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("shardlite-http");
     if let Some(n) = settings.worker_threads {
@@ -28,16 +44,25 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     }
     runtime.build()?.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        shardlite_server::run(listener, store, settings.server, shutdown_signal()).await
-    })?;
-    Ok(())
+        let backend: Arc<dyn Backend> = match opened {
+            Opened::Store(store) => Arc::new(SqliteBackend::new(store)),
+            Opened::Postgres(options) => Arc::new(PgBackend::connect(options).await?),
+        };
+        shardlite_server::run(listener, backend, settings.server, shutdown_signal()).await?;
+        anyhow::Ok(())
+    })
+}
+
+/// What will serve the records: an open store, or what to connect to (inside the runtime).
+enum Opened {
+    Store(Arc<Store>),
+    Postgres(PgOptions),
 }
 
 /// Opens the data directory, creating it on first start. An existing directory keeps the
 /// partitions, index mode and seed its manifest records unless the user gave one of them, in
 /// which case the engine refuses a mismatch instead of guessing.
-fn open_store(settings: &Settings) -> anyhow::Result<Store> {
-    let dir = &settings.data;
+fn open_store(dir: &std::path::Path, settings: &Settings) -> anyhow::Result<Store> {
     let exists = Layout::new(dir).manifest().exists();
     let store = if exists && !settings.fixed_given {
         Store::open_existing(dir, settings.engine.clone())

@@ -20,6 +20,13 @@ pub struct ServeArgs {
     /// Data directory; created on first start.
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// Serve from PostgreSQL instead of a data directory: postgres://USER[:PASSWORD]@HOST:PORT/DB.
+    /// Uses (and creates) the table `kv`, hash-partitioned if --partitions is given.
+    #[arg(long, value_name = "URL")]
+    pub backend: Option<String>,
+    /// Connections of the PostgreSQL pool [default: one per CPU, at least 4].
+    #[arg(long)]
+    pub pg_pool_size: Option<usize>,
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long)]
     pub listen: Option<SocketAddr>,
@@ -131,6 +138,8 @@ pub struct ServerFlags {
 #[derive(Debug, Default, Deserialize)]
 struct File {
     data: Option<PathBuf>,
+    backend: Option<String>,
+    pg_pool_size: Option<usize>,
     listen: Option<SocketAddr>,
     auth_token: Option<String>,
     max_connections: Option<usize>,
@@ -146,11 +155,27 @@ struct File {
     engine: toml::Table,
 }
 
+/// Where the records live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Storage {
+    /// shardlite's engine in this data directory.
+    Data(PathBuf),
+    /// A PostgreSQL server (the data directory is not used).
+    Postgres {
+        /// `postgres://...`.
+        url: String,
+        /// Hash partitions of the table (1: one plain table).
+        partitions: u32,
+        /// Connections in the pool (`None`: one per CPU, at least 4).
+        pool_size: Option<usize>,
+    },
+}
+
 /// Everything `serve` needs, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
-    /// The data directory.
-    pub data: PathBuf,
+    /// Where the records live.
+    pub storage: Storage,
     /// Where to listen.
     pub listen: SocketAddr,
     /// The engine's configuration.
@@ -175,6 +200,7 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     };
     let fixed_in_file =
         ["partitions", "index", "hash_seed", "fingerprint_bits"].iter().any(|k| file.engine.contains_key(*k));
+    let partitions_in_file = file.engine.contains_key("partitions");
     let mut engine: Config = file.engine.try_into().with_context(|| match &args.config {
         Some(path) => format!("engine settings in {}", path.display()),
         None => "engine settings".to_owned(),
@@ -226,14 +252,29 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     };
     anyhow::ensure!(server.max_connections > 0, "max_connections must be at least 1");
     anyhow::ensure!(server.auth_token.as_deref() != Some(""), "auth_token must not be empty");
-    let data =
-        args.data.clone().or(file.data).context("no data directory: pass --data DIR (or `data` in the config file)")?;
+    let partitions_given = flags.partitions.is_some() || partitions_in_file;
+    let storage = match (args.backend.clone().or(file.backend), args.data.clone().or(file.data)) {
+        (Some(_), Some(_)) => anyhow::bail!("give a data directory (--data) or a --backend URL, not both"),
+        (Some(url), None) => {
+            anyhow::ensure!(
+                url.starts_with("postgres://") || url.starts_with("postgresql://"),
+                "--backend takes a PostgreSQL URL: postgres://USER@HOST:PORT/DB"
+            );
+            let pool_size = args.pg_pool_size.or(file.pg_pool_size);
+            anyhow::ensure!(pool_size != Some(0), "pg_pool_size must be at least 1");
+            Storage::Postgres { url, partitions: if partitions_given { engine.partitions } else { 1 }, pool_size }
+        }
+        (None, Some(dir)) => Storage::Data(dir),
+        (None, None) => anyhow::bail!(
+            "no data directory: pass --data DIR (or `data` in the config file), or --backend postgres://..."
+        ),
+    };
     let listen = match args.listen.or(file.listen) {
         Some(addr) => addr,
         None => DEFAULT_LISTEN.parse()?,
     };
     Ok(Settings {
-        data,
+        storage,
         listen,
         engine,
         fixed_given: fixed_in_file || fixed_flagged,
@@ -265,7 +306,7 @@ mod tests {
     fn defaults_bind_loopback_and_use_the_engine_defaults() {
         let s = parse(&["--data", "/tmp/d"]).unwrap();
         assert_eq!(s.listen, "127.0.0.1:8080".parse().unwrap());
-        assert_eq!(s.data, PathBuf::from("/tmp/d"));
+        assert_eq!(s.storage, Storage::Data(PathBuf::from("/tmp/d")));
         assert_eq!(s.engine, Config::default());
         assert_eq!(s.server, ServerOptions::default());
         assert!(!s.fixed_given);
@@ -365,7 +406,7 @@ mod tests {
         assert_eq!(s.engine.partitions, Config::default().partitions, "the default fills the rest");
         assert!(!s.fixed_given);
         assert_eq!(s.listen, "127.0.0.1:7000".parse().unwrap());
-        assert_eq!(s.data, PathBuf::from("/from/file"));
+        assert_eq!(s.storage, Storage::Data(PathBuf::from("/from/file")));
         assert_eq!(s.server.auth_token.as_deref(), Some("flag"));
         assert_eq!(s.server.max_connections, 50);
         assert_eq!(s.server.header_timeout, Duration::from_millis(1500));
@@ -380,6 +421,21 @@ mod tests {
         let s = parse(&["--data", "d", "--config", file.path().to_str().unwrap()]).unwrap();
         assert_eq!(s.engine.partitions, 4);
         assert!(s.fixed_given);
+    }
+
+    #[test]
+    fn a_postgres_backend_replaces_the_data_directory() {
+        let url = "postgres://me@127.0.0.1:5432/db";
+        let s = parse(&["--backend", url]).unwrap();
+        assert_eq!(s.storage, Storage::Postgres { url: url.to_owned(), partitions: 1, pool_size: None });
+        let s = parse(&["--backend", url, "--partitions", "8", "--pg-pool-size", "16"]).unwrap();
+        assert_eq!(s.storage, Storage::Postgres { url: url.to_owned(), partitions: 8, pool_size: Some(16) });
+        let file = write_config(&format!("backend = \"{url}\"\npg_pool_size = 3\n"));
+        let s = parse(&["--config", file.path().to_str().unwrap()]).unwrap();
+        assert_eq!(s.storage, Storage::Postgres { url: url.to_owned(), partitions: 1, pool_size: Some(3) });
+        assert!(parse(&["--backend", url, "--data", "d"]).unwrap_err().to_string().contains("not both"));
+        assert!(parse(&["--backend", "mysql://x"]).unwrap_err().to_string().contains("PostgreSQL URL"));
+        assert!(parse(&["--backend", url, "--pg-pool-size", "0"]).is_err());
     }
 
     #[test]

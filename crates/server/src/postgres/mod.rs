@@ -1,0 +1,332 @@
+//! [`PgBackend`]: the API over PostgreSQL, for comparing it with shardlite's engine on the same
+//! HTTP layer. A `deadpool-postgres` pool of `tokio-postgres` connections, statements prepared
+//! once per connection ([`sql`]), one table `kv(key bytea PRIMARY KEY, counter bigint, value
+//! bytea)` — or, with `partitions` > 1, the same table hash-partitioned on the key into that
+//! many partitions (PostgreSQL routes each row; the SQL is the same). Single writes are
+//! autocommitted statements; a batch is one transaction, so unlike the SQLite engine it is
+//! atomic as a whole. Durability is the server's (`synchronous_commit`, `fsync`).
+
+mod sql;
+
+use std::{str::FromStr, time::Duration};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use prometheus_client::encoding::DescriptorEncoder;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use shardlite_engine::{Error as EngineError, Op, Outcome, Record, MAX_KEY_LEN};
+use tokio_postgres::NoTls;
+
+use crate::backend::{Backend, BackendError, BackendResult, BoxFuture};
+use sql::Statements;
+
+/// How long a request waits for a pooled connection before answering 503.
+const POOL_WAIT: Duration = Duration::from_secs(5);
+
+/// What to connect to and how the data is laid out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PgOptions {
+    /// `postgres://USER[:PASSWORD]@HOST:PORT/DB` (or a key=value connection string).
+    #[serde(skip)]
+    pub url: String,
+    /// The table's name: lowercase letters, digits and `_`, starting with a letter.
+    pub table: String,
+    /// Hash partitions of a new table; 0 or 1: one plain table. Fixed at creation.
+    pub partitions: u32,
+    /// Connections in the pool.
+    pub pool_size: usize,
+    /// Largest value, bytes.
+    pub max_value: usize,
+}
+
+impl PgOptions {
+    /// One table `kv`, a pool of one connection per CPU (at least 4), 1 MiB values.
+    pub fn new(url: impl Into<String>) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(4, usize::from);
+        Self {
+            url: url.into(),
+            table: "kv".to_owned(),
+            partitions: 1,
+            pool_size: cpus.max(4),
+            max_value: shardlite_engine::Config::default().max_value,
+        }
+    }
+}
+
+/// The PostgreSQL backend.
+#[derive(Debug)]
+pub struct PgBackend {
+    pool: Pool,
+    statements: Statements,
+    options: PgOptions,
+    /// The server's address and database, without the password: for `/stats`.
+    target: String,
+}
+
+impl PgBackend {
+    /// Connects, checks the connection, and creates the table if it is missing.
+    /// An existing table is used as it is: its partition count replaces `options.partitions`
+    /// (with a warning when they differ).
+    pub async fn connect(mut options: PgOptions) -> anyhow::Result<Self> {
+        let table = &options.table;
+        let valid = table.starts_with(|c: char| c.is_ascii_lowercase())
+            && table.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && table.len() <= 48;
+        anyhow::ensure!(valid, "table name {table:?}: use lowercase letters, digits and _ (at most 48)");
+        anyhow::ensure!(options.pool_size > 0, "the pool needs at least one connection");
+        let config = tokio_postgres::Config::from_str(&options.url)
+            .map_err(|e| anyhow::anyhow!("PostgreSQL URL {:?}: {e}", redact(&options.url)))?;
+        let target = describe(&config);
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(POOL_WAIT))
+            .build()?;
+        let statements = Statements::new(table, options.partitions);
+        let client = pool.get().await.map_err(|e| anyhow::anyhow!("connecting to {target}: {}", pool_error(e)))?;
+        for create in &statements.create {
+            client.batch_execute(create).await.map_err(|e| anyhow::anyhow!("creating {table}: {}", db_error(e)))?;
+        }
+        let leaves: i64 = client
+            .query_one("SELECT count(*) FROM pg_partition_tree($1::text::regclass) WHERE level > 0", &[table])
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the layout of {table}: {}", db_error(e)))?
+            .get(0);
+        let partitions = u32::try_from(leaves).unwrap_or(u32::MAX).max(1);
+        if partitions != options.partitions.max(1) {
+            let asked = options.partitions;
+            tracing::warn!(table, partitions, asked, "the table exists with another layout; using it as it is");
+        }
+        options.partitions = partitions;
+        drop(client);
+        Ok(Self { pool, statements, options, target })
+    }
+
+    async fn client(&self) -> BackendResult<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    /// Refuses what the engine would refuse before running anything.
+    fn check(&self, op: &Op) -> BackendResult<()> {
+        let len = op.key().len();
+        if len == 0 || len > MAX_KEY_LEN {
+            return Err(EngineError::InvalidKey { len, max: MAX_KEY_LEN }.into());
+        }
+        match op {
+            Op::Put { value, .. } if value.len() > self.options.max_value => {
+                Err(EngineError::ValueTooLarge { len: value.len(), max: self.options.max_value }.into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn run_batch(&self, ops: Vec<Op>) -> BackendResult<Vec<BackendResult<Outcome>>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let mut results = Vec::with_capacity(ops.len());
+        for op in &ops {
+            let result = match self.check(op) {
+                Ok(()) => sql::apply(&tx, &self.statements, op).await,
+                Err(err) => Err(err),
+            };
+            // A failed statement aborts the transaction: nothing of the batch is committed.
+            if let Err(err @ (BackendError::Database(_) | BackendError::Unavailable(_))) = &result {
+                let err = err.clone();
+                drop(tx.rollback().await);
+                return Ok(ops.iter().map(|_| Err(err.clone())).collect());
+            }
+            results.push(result);
+        }
+        match tx.commit().await {
+            Ok(()) => Ok(results),
+            Err(err) => {
+                let err = db_error(err);
+                Ok(ops.iter().map(|_| Err(err.clone())).collect())
+            }
+        }
+    }
+
+    async fn read_stats(&self) -> BackendResult<Map<String, Value>> {
+        let client = self.client().await?;
+        let db = client
+            .query_one(
+                "SELECT xact_commit, xact_rollback, blks_read, blks_hit, tup_returned, tup_fetched, tup_inserted, \
+                 tup_updated, tup_deleted, deadlocks, temp_bytes, pg_database_size(datname) \
+                 FROM pg_stat_database WHERE datname = current_database()",
+                &[],
+            )
+            .await
+            .map_err(db_error)?;
+        let names = [
+            "xact_commit",
+            "xact_rollback",
+            "blks_read",
+            "blks_hit",
+            "tup_returned",
+            "tup_fetched",
+            "tup_inserted",
+            "tup_updated",
+            "tup_deleted",
+            "deadlocks",
+            "temp_bytes",
+            "database_bytes",
+        ];
+        let database: Map<String, Value> =
+            names.iter().enumerate().map(|(i, name)| ((*name).to_owned(), json!(db.get::<_, i64>(i)))).collect();
+        let table = client
+            .query_one(
+                "SELECT coalesce(sum(pg_total_relation_size(t.relid)), 0)::bigint, \
+                 coalesce(sum(s.n_live_tup), 0)::bigint, coalesce(sum(s.n_tup_ins), 0)::bigint, \
+                 coalesce(sum(s.n_tup_upd), 0)::bigint, coalesce(sum(s.n_tup_del), 0)::bigint \
+                 FROM pg_partition_tree($1::text::regclass) t LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid",
+                &[&self.options.table],
+            )
+            .await
+            .map_err(db_error)?;
+        let (table_bytes, live) = (table.get::<_, i64>(0), table.get::<_, i64>(1));
+        // pg_stat_wal exists from PostgreSQL 14 on; older servers simply have no such figures.
+        let wal = client
+            .query_opt("SELECT wal_records, wal_fpi, wal_bytes::bigint, wal_sync FROM pg_stat_wal", &[])
+            .await
+            .ok()
+            .flatten()
+            .map(|r| {
+                json!({"wal_records": r.get::<_, i64>(0), "wal_fpi": r.get::<_, i64>(1),
+                       "wal_bytes": r.get::<_, i64>(2), "wal_sync": r.get::<_, i64>(3)})
+            });
+        let pool = self.pool.status();
+        let mut out = Map::new();
+        out.insert("totals".into(), json!({"records": live, "db_bytes": table_bytes}));
+        out.insert(
+            "store".into(),
+            json!({
+                "server": self.target,
+                "table": {"bytes": table_bytes, "live_tuples": live, "inserted": table.get::<_, i64>(2),
+                          "updated": table.get::<_, i64>(3), "deleted": table.get::<_, i64>(4)},
+                "database": database,
+                "wal": wal,
+                "pool": {"max_size": pool.max_size, "size": pool.size, "available": pool.available,
+                         "waiting": pool.waiting},
+            }),
+        );
+        out.insert("config".into(), json!(self.options));
+        Ok(out)
+    }
+}
+
+impl Backend for PgBackend {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn max_value(&self) -> usize {
+        self.options.max_value
+    }
+
+    fn get(&self, key: Vec<u8>) -> BoxFuture<'_, BackendResult<Option<Record>>> {
+        Box::pin(async move {
+            self.check(&Op::Get { key: key.clone() })?;
+            sql::get(&self.client().await?, &self.statements, &key).await
+        })
+    }
+
+    fn write(&self, op: Op) -> BoxFuture<'_, BackendResult<Outcome>> {
+        Box::pin(async move {
+            self.check(&op)?;
+            sql::apply(&self.client().await?, &self.statements, &op).await
+        })
+    }
+
+    fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, BackendResult<Vec<BackendResult<Outcome>>>> {
+        Box::pin(self.run_batch(ops))
+    }
+
+    fn stats(&self) -> BoxFuture<'_, BackendResult<Map<String, Value>>> {
+        Box::pin(self.read_stats())
+    }
+
+    fn encode_metrics(&self, _enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        // PostgreSQL's figures are in its own views (`/stats` shows them); a scrape here only
+        // carries the HTTP layer's and the process's metrics.
+        Ok(())
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        // Every write was committed before it was answered: closing only drops the connections.
+        self.pool.close();
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// A database error as the API reports it.
+fn db_error(err: tokio_postgres::Error) -> BackendError {
+    if err.is_closed() {
+        return BackendError::Unavailable(err.to_string());
+    }
+    match err.as_db_error() {
+        // SQLSTATE 53100: disk_full.
+        Some(db) if db.code().code() == "53100" => EngineError::DiskFull(db.to_string()).into(),
+        Some(db) => BackendError::Database(db.to_string()),
+        None => BackendError::Database(err.to_string()),
+    }
+}
+
+/// A failure to get a pooled connection.
+fn pool_error(err: PoolError) -> BackendError {
+    match err {
+        PoolError::Closed => EngineError::Closed.into(),
+        PoolError::Backend(err) => db_error(err),
+        other => BackendError::Unavailable(other.to_string()),
+    }
+}
+
+/// `user@host:port/db`, never the password.
+fn describe(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("?");
+    let db = config.get_dbname().unwrap_or(user);
+    format!("{user}@{host}:{port}/{db}")
+}
+
+/// The URL with any password replaced by `***`, for error messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(redact("postgres://me:secret@127.0.0.1:5432/db"), "postgres://me:***@127.0.0.1:5432/db");
+        assert_eq!(redact("postgres://me@127.0.0.1/db"), "postgres://me@127.0.0.1/db");
+        let config = tokio_postgres::Config::from_str("postgres://me:secret@127.0.0.1:5433/db").unwrap();
+        assert_eq!(describe(&config), "me@127.0.0.1:5433/db");
+    }
+
+    #[tokio::test]
+    async fn bad_table_names_are_refused_before_connecting() {
+        for table in ["", "Kv", "1kv", "kv; drop", "k-v"] {
+            let options = PgOptions { table: table.to_owned(), ..PgOptions::new("postgres://u@127.0.0.1:1/db") };
+            let err = PgBackend::connect(options).await.unwrap_err();
+            assert!(err.to_string().contains("table name"), "{table}: {err}");
+        }
+    }
+}
