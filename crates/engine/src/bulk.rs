@@ -26,12 +26,11 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::{
-    config::IndexMode,
     index::{entry, HashIndex},
     keyhash::KeyHasher,
     layout::Layout,
     manifest::Manifest,
-    partition::{recover_index, sql},
+    partition::{recover, sql, Recovered},
     Config, Error, Result, Synchronous,
 };
 
@@ -170,12 +169,8 @@ fn open_manifest(layout: &Layout, config: &Config) -> Result<Config> {
 
 fn open_part(layout: &Layout, p: u32, config: &Config, hasher: KeyHasher, dataset: Dataset) -> Result<Part> {
     let conn = sql::open_writer(&layout.db(p), config, config.index)?;
-    let (next_id, records) = sql::read_meta(&conn)?;
     let loaded_to = check_dataset(&conn, dataset, &layout.db(p))?;
-    let index = match config.index {
-        IndexMode::Hash => Some(recover_index(&conn, &layout.index(p), config, hasher, next_id)?),
-        _ => None,
-    };
+    let Recovered { next_id, records, index } = recover(&conn, layout, p, config, hasher)?;
     Ok(Part { id: p, conn, index, next_id, records, loaded_to, entries: Vec::new() })
 }
 

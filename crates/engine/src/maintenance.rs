@@ -15,7 +15,7 @@ use crate::{
     index::Tombstones,
     partition::{
         sql,
-        writer::{Job, Maintenance},
+        writer::{self, Job, Maintenance},
         Partition,
     },
     Result,
@@ -65,7 +65,7 @@ pub fn merge(partition: &Partition, writers: &[Sender<Job>]) -> Result<()> {
                 "index merged"
             );
             if tombstones.max_seq > 0 {
-                let writer = &writers[partition.id as usize % writers.len()];
+                let writer = &writers[writer::owner(partition.id, writers.len())];
                 let _ = writer.send(Job::ClearTombstones { partition: partition.id, max_seq: tombstones.max_seq });
             }
             Ok(())

@@ -30,7 +30,7 @@ use crate::{
     ops::{Condition, Op, Outcome, Record, Written},
     partition::{
         check::PartitionCheck,
-        writer::{Job, Maintenance, RequestResult, WriteRequest, WriterThread},
+        writer::{self, Job, Maintenance, RequestResult, WriteRequest, WriterThread},
         Partition,
     },
     Config, Error, Result, MAX_KEY_LEN,
@@ -91,7 +91,7 @@ impl Shared {
     /// The queue of the writer thread owning `partition`.
     fn queue(&self, partition: u32) -> Result<Sender<Job>> {
         let writers = self.writers.read().unwrap_or_else(|p| p.into_inner());
-        writers.get(partition as usize % writers.len().max(1)).cloned().ok_or(Error::Closed)
+        writers.get(writer::owner(partition, writers.len())).cloned().ok_or(Error::Closed)
     }
 
     /// Sends a control job to a partition's writer and waits for its answer.
@@ -163,7 +163,7 @@ impl Store {
         for p in 0..config.partitions {
             let (partition, writer) = Partition::open(&layout, p, &config, hasher)?;
             partitions.push(partition);
-            owned[p as usize % threads].push(writer);
+            owned[writer::owner(p, threads)].push(writer);
         }
         let mut senders = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);

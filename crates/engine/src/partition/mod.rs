@@ -81,11 +81,7 @@ impl Partition {
         if config.journal == crate::JournalMode::Wal {
             sql::watch_wal(&mut conn, std::sync::Arc::clone(&wal_pages))?;
         }
-        let (next_id, records) = sql::read_meta(&conn)?;
-        let index = match config.index {
-            IndexMode::Hash => Some(recover_index(&conn, &layout.index(id), config, hasher, next_id)?),
-            IndexMode::Sqlite | IndexMode::None => None,
-        };
+        let Recovered { next_id, records, index } = recover(&conn, layout, id, config, hasher)?;
         let partition = std::sync::Arc::new(Self {
             id,
             readers: ReadPool::new(db_path.clone(), config),
@@ -147,6 +143,27 @@ impl Partition {
     pub fn poison_error(&self) -> Option<Error> {
         self.poisoned().map(|reason| Error::Poisoned { partition: self.id, reason })
     }
+}
+
+/// What a partition's writer starts from: the id counter, the record count and the index.
+pub struct Recovered {
+    /// The next record id to assign.
+    pub next_id: u64,
+    /// Live records.
+    pub records: u64,
+    /// The compact index, brought up to date (mode `hash` only).
+    pub index: Option<HashIndex>,
+}
+
+/// Reads partition `id`'s counters through its writer connection and recovers its index: the
+/// one recovery path, for serving and for the bulk loader.
+pub fn recover(conn: &Connection, layout: &Layout, id: u32, config: &Config, hasher: KeyHasher) -> Result<Recovered> {
+    let (next_id, records) = sql::read_meta(conn)?;
+    let index = match config.index {
+        IndexMode::Hash => Some(recover_index(conn, &layout.index(id), config, hasher, next_id)?),
+        IndexMode::Sqlite | IndexMode::None => None,
+    };
+    Ok(Recovered { next_id, records, index })
 }
 
 /// Opens the index file and brings it up to date with SQLite, or rebuilds it when it is

@@ -85,6 +85,11 @@ pub enum Job {
     },
 }
 
+/// The writer thread that owns partition `p` when there are `threads` of them.
+pub fn owner(partition: u32, threads: usize) -> usize {
+    partition as usize % threads.max(1)
+}
+
 /// Messages for the maintenance thread.
 #[derive(Debug)]
 pub enum Maintenance {
