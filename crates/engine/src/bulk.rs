@@ -26,6 +26,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::{
+    dirlock::DirLock,
     index::{entry, HashIndex},
     keyhash::KeyHasher,
     layout::Layout,
@@ -118,9 +119,12 @@ pub fn load(
     let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
     let bulk =
         Config { synchronous: Synchronous::Off, checkpoint_pages: 16_384, cache_size_kib: 16_384, ..config.clone() };
+    // Declared before the partitions, so dropped after them: on success and on failure alike.
+    let lock = DirLock::for_opening(&layout, &config)?;
     let parts: Vec<Mutex<Part>> = (0..config.partitions)
         .map(|p| open_part(&layout, p, &bulk, hasher, dataset).map(Mutex::new))
         .collect::<Result<_>>()?;
+    lock.opened()?;
     let start = parts.iter().map(|p| p.lock().expect("fresh lock").loaded_to).min().unwrap_or(0);
     let end = start + count;
     let started = Instant::now();

@@ -135,6 +135,9 @@ pub struct Config {
     pub merge_threshold: usize,
     /// Fingerprint width of a new data directory; below 32 only to force collisions in tests.
     pub fingerprint_bits: u8,
+    /// Open even if a partition's write-ahead log is missing and commits were lost with it
+    /// (logged), serving what the database files hold; otherwise such an open is refused.
+    pub accept_wal_loss: bool,
 }
 
 impl Default for Config {
@@ -159,6 +162,7 @@ impl Default for Config {
             checkpoint_pages: 1000,
             merge_threshold: 1 << 20,
             fingerprint_bits: 32,
+            accept_wal_loss: false,
         }
     }
 }

@@ -94,6 +94,23 @@ pub enum Error {
         /// What is wrong, in words a user can act on.
         message: String,
     },
+    /// Another process has the data directory open.
+    #[error("data directory in use: {path} is locked by another shardlite process")]
+    InUse {
+        /// The directory's lock file.
+        path: PathBuf,
+    },
+    /// A partition's write-ahead log is gone and commits were (or may have been) lost with it.
+    #[error(
+        "write-ahead log {path} is missing: {detail}. Restore the file if you have it; to serve what the \
+         database file holds anyway, open once with accept_wal_loss (serve --accept-wal-loss)"
+    )]
+    WalMissing {
+        /// The missing log.
+        path: PathBuf,
+        /// What was lost, as far as can be told.
+        detail: String,
+    },
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -3,6 +3,8 @@
 //!
 //! ```text
 //! DIR/shardlite.toml        manifest (format version, partitions, seed, index mode, checksum)
+//! DIR/shardlite.lock        flock'ed while a process has the directory open (crate::dirlock)
+//! DIR/shardlite.open        present while the partitions are open: found at open = unclean
 //! DIR/p0000.db (-wal, -shm) partition 0's SQLite database
 //! DIR/p0000.idx             partition 0's compact hash index (index mode `hash` only)
 //! DIR/p0000.idx.tmp         an index being written; removed or renamed into place
@@ -38,6 +40,16 @@ impl Layout {
         self.dir.join("shardlite.toml")
     }
 
+    /// The lock file held while the directory is open.
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("shardlite.lock")
+    }
+
+    /// The marker of a session whose partitions are open.
+    pub fn open_marker(&self) -> PathBuf {
+        self.dir.join("shardlite.open")
+    }
+
     /// Partition `p`'s SQLite database.
     pub fn db(&self, p: u32) -> PathBuf {
         self.dir.join(format!("p{p:04}.db"))
@@ -46,6 +58,11 @@ impl Layout {
     /// Partition `p`'s write-ahead log.
     pub fn wal(&self, p: u32) -> PathBuf {
         self.dir.join(format!("p{p:04}.db-wal"))
+    }
+
+    /// Partition `p`'s wal-index (SQLite's shared-memory file).
+    pub fn shm(&self, p: u32) -> PathBuf {
+        self.dir.join(format!("p{p:04}.db-shm"))
     }
 
     /// Partition `p`'s compact index file.

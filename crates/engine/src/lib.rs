@@ -14,10 +14,12 @@
 //! one maintenance thread for index merges; callers' own threads for reads. Modules:
 //! [`store`] (the entry point), [`keyhash`] (key -> partition, fingerprint), [`partition`]
 //! (SQL, writer, readers, recovery, check), [`index`] (the compact index and its file format),
-//! [`manifest`] and [`layout`] (what the directory is and where its files are), [`config`].
+//! [`manifest`], [`layout`] and [`dirlock`] (what the directory is, where its files are, who has
+//! it open), [`config`].
 
 pub mod bulk;
 pub mod config;
+pub mod dirlock;
 pub mod error;
 pub mod index;
 pub mod keyhash;

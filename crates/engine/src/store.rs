@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     config::IndexMode,
+    dirlock::DirLock,
     keyhash::KeyHasher,
     layout::Layout,
     maintenance,
@@ -51,6 +52,8 @@ pub struct Store {
     lookups: RwLock<Option<Lookups>>,
     maintenance: Mutex<Option<(Sender<Maintenance>, JoinHandle<()>)>>,
     metrics: Arc<Metrics>,
+    /// The directory's lock; released by `close` once every writer has closed its partitions.
+    lock: Mutex<Option<DirLock>>,
 }
 
 /// What every thread serving requests shares: the partitions and the queues to their writers.
@@ -154,6 +157,7 @@ impl Store {
     fn start(layout: Layout, config: Config, manifest: Manifest) -> Result<Self> {
         config.validate()?;
         ensure_fd_budget(&config)?;
+        let lock = DirLock::for_opening(&layout, &config)?;
         let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
         let threads = config.writer_threads.min(config.partitions as usize);
         let metrics = Arc::new(Metrics::default());
@@ -182,6 +186,7 @@ impl Store {
         let (parts, writer_senders) = (partitions.clone(), senders.clone());
         let maintenance_thread =
             spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, parts, writer_senders))?;
+        lock.opened()?;
         let shared = Arc::new(Shared { hasher, partitions, writers: RwLock::new(senders) });
         let (lookup_tx, lookup_rx) = bounded::<LookupJob>(config.queue_capacity);
         let lookup_threads = (0..config.lookup_threads)
@@ -204,6 +209,7 @@ impl Store {
             lookups: RwLock::new(Some(Lookups { queue: lookup_tx, threads: lookup_threads })),
             maintenance: Mutex::new(Some((maintenance_tx, maintenance_thread))),
             metrics,
+            lock: Mutex::new(Some(lock)),
         })
     }
 
@@ -415,6 +421,8 @@ impl Store {
         for thread in self.writer_threads.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
             let _ = thread.join();
         }
+        // Every partition is closed now: the session ends cleanly.
+        drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()).take());
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod check;
 pub mod readers;
 pub mod sql;
+pub mod wal;
 pub mod writer;
 
 use std::{
@@ -68,7 +69,8 @@ pub struct Counters {
 
 impl Partition {
     /// Opens (creating if needed) partition `id` and recovers its index. Returns the shared
-    /// partition and the writer state that the writer thread will own.
+    /// partition and the writer state that the writer thread will own. Its log must have been
+    /// checked first ([`wal::check`]).
     pub fn open(
         layout: &Layout,
         id: u32,

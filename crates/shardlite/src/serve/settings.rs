@@ -93,12 +93,16 @@ pub struct EngineFlags {
     /// Read-only SQLite connections per partition [default: 2].
     #[arg(long)]
     pub readers_per_partition: Option<usize>,
-    /// WAL pages after which a writer checkpoints [default: 4096].
+    /// WAL pages after which a writer checkpoints [default: 1000].
     #[arg(long)]
     pub checkpoint_pages: Option<u32>,
     /// Index entries held in RAM before a merge into the index file [default: 1048576].
     #[arg(long)]
     pub merge_threshold: Option<usize>,
+    /// Open even though a partition's write-ahead log is missing and the commits in it are
+    /// lost (refused otherwise, saying so), serving what the database files hold.
+    #[arg(long)]
+    pub accept_wal_loss: bool,
 }
 
 /// The HTTP server's own flags.
@@ -234,6 +238,7 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         checkpoint_pages,
         merge_threshold,
     );
+    engine.accept_wal_loss |= flags.accept_wal_loss;
     engine.validate()?;
 
     let s = &args.server;
@@ -354,6 +359,7 @@ mod tests {
             "100",
             "--merge-threshold",
             "1000",
+            "--accept-wal-loss",
         ])
         .unwrap();
         let want = Config {
@@ -375,6 +381,7 @@ mod tests {
             readers_per_partition: 1,
             checkpoint_pages: 100,
             merge_threshold: 1000,
+            accept_wal_loss: true,
             ..Config::default()
         };
         assert_eq!(s.engine, want);

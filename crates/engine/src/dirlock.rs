@@ -1,0 +1,138 @@
+//! [`DirLock`]: one process at a time per data directory, and whether the last one closed it.
+//!
+//! `DIR/shardlite.lock` is held with an exclusive `flock` for as long as a store (or the bulk
+//! loader) has the directory open, so a second server or loader on the same directory is
+//! refused instead of corrupting the index files. `DIR/shardlite.open` marks a session whose
+//! partitions are open: created once they all are, removed once they are all closed again
+//! (closing checkpoints each log into its database and removes it). Finding the marker at open
+//! means the last session ended without closing — a crash or `kill -9` — which is when a
+//! missing write-ahead log can mean lost commits ([`crate::partition::wal`]). Both files are
+//! empty, so neither can be half written.
+//!
+//! An open ([`DirLock::for_opening`]) goes: [`DirLock::acquire`] (learns [`DirLock::unclean`]), check every partition's
+//! log, [`DirLock::opening`] (the logs are vouched for: forget the old session), open the
+//! partitions, [`DirLock::opened`]. Dropping the lock after that — which its owner does once
+//! every partition is closed, or failed to open and was closed — removes the marker; a
+//! process killed before then leaves it. Dropped before `opening`, the lock leaves the old
+//! session's marker as it found it.
+
+use std::{
+    fs::{File, OpenOptions},
+    path::{Path, PathBuf},
+};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::{
+    layout::{self, Layout},
+    partition::wal,
+    Config, Error, Result,
+};
+
+/// The held lock of a data directory.
+#[derive(Debug)]
+pub struct DirLock {
+    marker: PathBuf,
+    unclean: bool,
+    /// `opening` was called: the marker is this session's to remove.
+    session: bool,
+    /// Held for as long as this value lives.
+    _lock: Flock<File>,
+}
+
+impl DirLock {
+    /// Takes the directory's lock, or fails with [`Error::InUse`] if another process holds it.
+    fn acquire(layout: &Layout) -> Result<Self> {
+        let path = layout.lock();
+        let file = OpenOptions::new().write(true).create(true).truncate(false).open(&path);
+        let file = file.map_err(|e| Error::io(&path, &e))?;
+        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| Error::InUse { path })?;
+        let marker = layout.open_marker();
+        Ok(Self { unclean: marker.exists(), marker, session: false, _lock: lock })
+    }
+
+    /// Takes the lock, checks every partition's log against the last session
+    /// ([`wal::check`]), then forgets that session ([`DirLock::opening`]): what an open does
+    /// before it opens the partitions.
+    pub fn for_opening(layout: &Layout, config: &Config) -> Result<Self> {
+        let mut lock = Self::acquire(layout)?;
+        for p in 0..config.partitions {
+            wal::check(layout, p, lock.unclean, config.accept_wal_loss)?;
+        }
+        lock.opening()?;
+        Ok(lock)
+    }
+
+    /// Whether the last session's partitions were left open (it did not close cleanly).
+    pub fn unclean(&self) -> bool {
+        self.unclean
+    }
+
+    /// The partitions' logs have been checked: forgets the last session before opening them.
+    fn opening(&mut self) -> Result<()> {
+        self.session = true;
+        remove(&self.marker)
+    }
+
+    /// Every partition is open: marks the session, until [`DirLock::release`].
+    pub fn opened(&self) -> Result<()> {
+        File::create(&self.marker).and_then(|_| layout::sync_dir(&self.marker)).map_err(|e| Error::io(&self.marker, &e))
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        if self.session {
+            if let Err(err) = remove(&self.marker) {
+                tracing::warn!(path = %self.marker.display(), %err, "could not remove the open-session marker");
+            }
+        }
+    }
+}
+
+fn remove(marker: &Path) -> Result<()> {
+    match std::fs::remove_file(marker) {
+        Ok(()) => layout::sync_dir(marker).map_err(|e| Error::io(marker, &e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(marker, &e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_holder_at_a_time_and_a_left_marker_means_unclean() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let mut first = DirLock::acquire(&layout).unwrap();
+        assert!(!first.unclean());
+        assert!(matches!(DirLock::acquire(&layout), Err(Error::InUse { .. })));
+        first.opening().unwrap();
+        first.opened().unwrap();
+        drop(first);
+        assert!(!layout.open_marker().exists());
+
+        let mut second = DirLock::acquire(&layout).unwrap();
+        assert!(!second.unclean());
+        second.opening().unwrap();
+        second.opened().unwrap();
+        std::mem::forget(second); // as a crash would: no drop runs
+        assert!(layout.open_marker().exists());
+    }
+
+    #[test]
+    fn a_lock_dropped_before_opening_keeps_the_old_sessions_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        File::create(layout.open_marker()).unwrap();
+        let lock = DirLock::acquire(&layout).unwrap();
+        assert!(lock.unclean());
+        drop(lock);
+        let mut again = DirLock::acquire(&layout).unwrap();
+        assert!(again.unclean());
+        again.opening().unwrap();
+        assert!(!layout.open_marker().exists());
+    }
+}

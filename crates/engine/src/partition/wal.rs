@@ -1,0 +1,81 @@
+//! A partition's write-ahead log as found at open, before SQLite touches it: present, or
+//! missing — and then whether commits were lost with it.
+//!
+//! SQLite opens a WAL-mode database whose `-wal` file is gone without a word, serving the
+//! older state of the database file: every commit since the last checkpoint silently vanishes
+//! (and our index, which may already know those records, would quietly be rebuilt). So before
+//! opening, [`check`] looks for the log of a database in WAL mode (byte 18 of its header is 2):
+//! - present: nothing to say; SQLite replays it.
+//! - missing, with the `-shm` wal-index left by a session that did not close: its header says
+//!   exactly whether frames were committed that never reached the database (`mxFrame` >
+//!   `nBackfill`): if so, they are lost.
+//! - missing, no readable `-shm`, and the directory was not closed cleanly
+//!   ([`crate::dirlock::DirLock::unclean`]): commits since the last checkpoint may be lost.
+//! - missing after a clean close: normal (closing checkpoints and removes the log).
+//!
+//! A loss is refused with [`Error::WalMissing`] unless the configuration accepts it
+//! (`accept_wal_loss`), in which case it is logged and the partition opens with what its
+//! database file holds.
+
+use std::{io::Read, path::Path};
+
+use crate::{layout::Layout, Error, Result};
+
+/// `WALINDEX_MAX_VERSION` of SQLite's wal.c: the wal-index format we can read.
+const WAL_INDEX_VERSION: u32 = 3_007_000;
+/// Bytes of one copy of the wal-index header (`WalIndexHdr`); two copies, then `nBackfill`.
+const HEADER_COPY: usize = 48;
+const MX_FRAME: usize = 16;
+const N_BACKFILL: usize = 2 * HEADER_COPY;
+
+/// Checks partition `p`'s log before its database is opened; `unclean`: the directory was
+/// not closed cleanly. Returns the loss it found and accepted, if any.
+pub fn check(layout: &Layout, p: u32, unclean: bool, accept_loss: bool) -> Result<Option<String>> {
+    let (db, wal) = (layout.db(p), layout.wal(p));
+    if wal.exists() || !in_wal_mode(&db)? {
+        return Ok(None);
+    }
+    let Some(loss) = loss(&layout.shm(p), unclean)? else { return Ok(None) };
+    if !accept_loss {
+        return Err(Error::WalMissing { path: wal, detail: loss });
+    }
+    tracing::error!(partition = p, path = %wal.display(), %loss, "write-ahead log missing; accepted: serving what the database file holds");
+    Ok(Some(loss))
+}
+
+/// Whether the database file's header says WAL mode (a new or empty file: no).
+fn in_wal_mode(db: &Path) -> Result<bool> {
+    let mut header = [0u8; 20];
+    match std::fs::File::open(db).and_then(|mut f| f.read_exact(&mut header)) {
+        Ok(()) => Ok(header[18] == 2),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof) => Ok(false),
+        Err(e) => Err(Error::io(db, &e)),
+    }
+}
+
+/// What was lost with the log, judged from the wal-index at `shm`.
+fn loss(shm: &Path, unclean: bool) -> Result<Option<String>> {
+    let mut head = [0u8; N_BACKFILL + 4];
+    let read = std::fs::File::open(shm).and_then(|mut f| f.read_exact(&mut head));
+    match read.ok().and_then(|()| frames_not_backfilled(&head)) {
+        Some(0) => Ok(None),
+        Some(frames) => Ok(Some(format!(
+            "the wal-index says {frames} committed page frames had not been copied into the database yet; \
+             those commits are lost"
+        ))),
+        None if unclean => Ok(Some(
+            "the last session did not close the directory cleanly, so commits since its last checkpoint \
+             may be lost"
+                .to_owned(),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// `mxFrame - nBackfill` of a wal-index header, if the header is initialised and stable.
+fn frames_not_backfilled(head: &[u8; N_BACKFILL + 4]) -> Option<u32> {
+    let u32_at = |at: usize| u32::from_ne_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let stable = head[..HEADER_COPY] == head[HEADER_COPY..2 * HEADER_COPY];
+    let initialised = u32_at(0) == WAL_INDEX_VERSION && head[12] == 1;
+    (stable && initialised).then(|| u32_at(MX_FRAME).saturating_sub(u32_at(N_BACKFILL)))
+}
