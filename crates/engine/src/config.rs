@@ -127,6 +127,9 @@ pub struct Config {
     pub max_linger_us: u64,
     /// Threads serving [`crate::Store::submit_get`] (reads for callers that must not block).
     pub lookup_threads: usize,
+    /// RAM for recently read records, MiB (0: no cache): a read of a cached key is answered on
+    /// the caller's thread without touching SQLite ([`crate::cache`]).
+    pub record_cache_mib: u64,
     /// Read-only connections kept per partition, opened on demand.
     pub readers_per_partition: usize,
     /// WAL pages after which the writer runs a passive checkpoint.
@@ -158,6 +161,7 @@ impl Default for Config {
             max_batch: 1024,
             max_linger_us: 0,
             lookup_threads: 8,
+            record_cache_mib: 64,
             readers_per_partition: 2,
             checkpoint_pages: 1000,
             merge_threshold: 1 << 20,

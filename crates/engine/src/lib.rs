@@ -18,6 +18,7 @@
 //! it open), [`config`].
 
 pub mod bulk;
+pub mod cache;
 pub mod config;
 pub mod dirlock;
 pub mod error;

@@ -21,9 +21,10 @@ use crossbeam_channel::{bounded, unbounded, Sender, TrySendError};
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    cache::{CacheStats, RecordCache},
     config::IndexMode,
     dirlock::DirLock,
-    keyhash::KeyHasher,
+    keyhash::{KeyHash, KeyHasher},
     layout::Layout,
     maintenance,
     manifest::Manifest,
@@ -60,6 +61,8 @@ pub struct Store {
 struct Shared {
     hasher: KeyHasher,
     partitions: Vec<Arc<Partition>>,
+    /// Recently read records (`record_cache_mib` > 0).
+    cache: Option<Arc<RecordCache>>,
     /// One queue per writer thread; emptied by `close`, which is how writers learn to stop.
     writers: RwLock<Vec<Sender<Job>>>,
 }
@@ -77,10 +80,34 @@ struct LookupJob {
 }
 
 impl Shared {
-    /// Reads a record on the calling thread; a damaged index page is rebuilt and the read
-    /// retried.
+    /// Reads a record on the calling thread, from the cache if it holds the key, else from
+    /// SQLite (then caching it).
     fn get(&self, key: &[u8]) -> Result<Option<Record>> {
+        match self.cached(key) {
+            Some(record) => Ok(Some(record)),
+            None => self.read_through(key),
+        }
+    }
+
+    /// Reads a record from SQLite and caches it (the cache missed).
+    fn read_through(&self, key: &[u8]) -> Result<Option<Record>> {
         let at = self.hasher.locate(key);
+        let Some(cache) = &self.cache else { return self.read(key, at) };
+        let generation = cache.generation(at.partition);
+        let found = self.read(key, at)?;
+        if let Some(record) = &found {
+            cache.fill(at.partition, generation, key, record);
+        }
+        Ok(found)
+    }
+
+    /// The cached record of `key`, if the cache holds it.
+    fn cached(&self, key: &[u8]) -> Option<Record> {
+        self.cache.as_ref().and_then(|cache| cache.get(key))
+    }
+
+    /// Reads a record from SQLite; a damaged index page is rebuilt and the read retried.
+    fn read(&self, key: &[u8], at: KeyHash) -> Result<Option<Record>> {
         let partition = &self.partitions[at.partition as usize];
         match partition.get(key, at.fingerprint) {
             Err(Error::Corrupt { .. }) => {
@@ -161,6 +188,7 @@ impl Store {
         let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
         let threads = config.writer_threads.min(config.partitions as usize);
         let metrics = Arc::new(Metrics::default());
+        let cache = RecordCache::new(config.record_cache_mib << 20, config.partitions).map(Arc::new);
         let (maintenance_tx, maintenance_rx) = unbounded();
         let mut owned: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
         let mut partitions = Vec::with_capacity(config.partitions as usize);
@@ -178,6 +206,7 @@ impl Store {
                 writers,
                 maintenance: maintenance_tx.clone(),
                 metrics: Arc::clone(&metrics),
+                cache: cache.clone(),
                 config: config.clone(),
             };
             handles.push(spawn(format!("shardlite-writer-{i}"), move || thread.run())?);
@@ -187,14 +216,15 @@ impl Store {
         let maintenance_thread =
             spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, parts, writer_senders))?;
         lock.opened()?;
-        let shared = Arc::new(Shared { hasher, partitions, writers: RwLock::new(senders) });
+        let shared = Arc::new(Shared { hasher, partitions, cache, writers: RwLock::new(senders) });
         let (lookup_tx, lookup_rx) = bounded::<LookupJob>(config.queue_capacity);
         let lookup_threads = (0..config.lookup_threads)
             .map(|i| {
                 let (jobs, shared) = (lookup_rx.clone(), Arc::clone(&shared));
                 spawn(format!("shardlite-lookup-{i}"), move || {
                     for job in jobs {
-                        let _ = job.reply.send(shared.get(&job.key));
+                        // `submit_get` found no cached record.
+                        let _ = job.reply.send(shared.read_through(&job.key));
                     }
                 })
             })
@@ -236,10 +266,14 @@ impl Store {
     }
 
     /// Queues a read for the store's lookup threads and returns its pending answer: for
-    /// callers that must not block, such as an async server. Fails at once with `Overloaded`
-    /// if the lookup queue is full.
+    /// callers that must not block, such as an async server. A key in the record cache is
+    /// answered at once, without queueing. Fails at once with `Overloaded` if the lookup queue
+    /// is full.
     pub fn submit_get(&self, key: Vec<u8>) -> Result<PendingGet> {
         self.validate(&Op::Get { key: Vec::new() }, &key)?;
+        if let Some(record) = self.shared.cached(&key) {
+            return Ok(PendingGet(Reply::Ready(Ok(Some(record)))));
+        }
         let partition = self.partition_of(&key);
         let (reply, rx) = oneshot::channel();
         let lookups = self.lookups.read().unwrap_or_else(|p| p.into_inner());
@@ -396,6 +430,7 @@ impl Store {
             self.lookups.read().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |l| l.queue.len());
         StoreStats {
             lookup_queue_depth,
+            record_cache: self.shared.cache.as_ref().map(|c| c.stats()),
             data_dir: self.layout.dir().display().to_string(),
             manifest: self.manifest.clone(),
             partitions,
@@ -456,9 +491,10 @@ fn ensure_fd_budget(config: &Config) -> Result<()> {
     Ok(())
 }
 
-/// A reply channel: blocking until first polled, then async.
+/// A reply channel: blocking until first polled, then async; or an answer known at once.
 #[derive(Debug)]
 enum Reply<T> {
+    Ready(T),
     Blocking(oneshot::Receiver<T>),
     Async(oneshot::AsyncReceiver<T>),
     Done,
@@ -468,6 +504,7 @@ impl<T> Reply<T> {
     /// Blocks for the answer; `Err` if the sender was dropped.
     fn wait(&mut self) -> std::result::Result<T, ()> {
         match std::mem::replace(self, Reply::Done) {
+            Reply::Ready(answer) => Ok(answer),
             Reply::Blocking(rx) => rx.recv().map_err(|_| ()),
             Reply::Async(_) | Reply::Done => panic!("a reply is either awaited or waited for, not both"),
         }
@@ -476,6 +513,7 @@ impl<T> Reply<T> {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<T, ()>> {
         loop {
             match std::mem::replace(self, Reply::Done) {
+                Reply::Ready(answer) => return Poll::Ready(Ok(answer)),
                 Reply::Blocking(rx) => *self = Reply::Async(rx.into_future()),
                 Reply::Async(mut rx) => {
                     return match Pin::new(&mut rx).poll(cx) {
@@ -649,6 +687,8 @@ pub struct StoreStats {
     pub queue_depths: Vec<usize>,
     /// Reads waiting for the lookup threads.
     pub lookup_queue_depth: usize,
+    /// The record cache's hits, misses and size (`None`: no cache).
+    pub record_cache: Option<CacheStats>,
     /// Commit counters and the requests-per-commit histogram.
     pub writers: MetricsSnapshot,
 }

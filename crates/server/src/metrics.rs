@@ -112,7 +112,7 @@ impl Collector for BackendCollector {
 }
 
 /// The SQLite store's figures: commits, requests per commit, durable commits, records, file
-/// sizes (WAL included), index merges, queue depth. Reads file sizes: call it off the runtime.
+/// sizes (WAL included), index merges, queue depth, record cache hits and misses. Reads file sizes: call it off the runtime.
 pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
     let stats = store.stats();
     let config = store.config();
@@ -142,6 +142,11 @@ pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), st
         "Write jobs waiting in the writer threads' queues",
         stats.queue_depths.iter().sum::<usize>() as u64,
     )?;
+    if let Some(cache) = &stats.record_cache {
+        counter(enc, "shardlite_record_cache_hits", "Reads answered from the record cache", cache.hits)?;
+        counter(enc, "shardlite_record_cache_misses", "Reads that missed the record cache", cache.misses)?;
+        gauge(enc, "shardlite_record_cache_bytes", "Bytes the record cache's entries are charged for", cache.bytes)?;
+    }
     counter(enc, "shardlite_commits", "Transactions committed by the writers (group commits)", w.commits)?;
     // With synchronous=full each commit waits for at least one fsync (in WAL mode exactly one,
     // of the WAL); otherwise commits do not fsync. Checkpoint fsyncs are not counted.

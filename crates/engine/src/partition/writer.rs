@@ -28,6 +28,7 @@ use rusqlite::Connection;
 
 use super::{check, rebuild_index, sql, Partition};
 use crate::{
+    cache::RecordCache,
     config::{IndexMode, TxMode},
     index::entry,
     keyhash::KeyHasher,
@@ -173,8 +174,14 @@ impl PartitionWriter {
     }
 
     /// Commits `reqs` in one transaction and answers each. The commit is counted in `metrics`
-    /// before anyone is answered, so figures read after an acknowledgement include it.
-    fn commit_group(&mut self, reqs: Vec<WriteRequest>, tx_mode: TxMode, metrics: &Metrics) {
+    /// before anyone is answered; `cache` learns of it as [`RecordCache`] requires.
+    fn commit_group(
+        &mut self,
+        reqs: Vec<WriteRequest>,
+        tx_mode: TxMode,
+        metrics: &Metrics,
+        cache: Option<&RecordCache>,
+    ) {
         let started = Instant::now();
         if let Some(err) = self.partition.poison_error() {
             return reply_all(reqs, &err);
@@ -182,7 +189,10 @@ impl PartitionWriter {
         if let Some(index) = &self.partition.index {
             index.prefetch(reqs.iter().flat_map(|r| r.ops.iter().map(|(_, fp)| *fp)));
         }
-        let outcome = catch_unwind(AssertUnwindSafe(|| self.transact_repairing(&reqs, tx_mode)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.transact_repairing(&reqs, tx_mode, cache)));
+        if let Some(cache) = cache {
+            cache.commit_ended(self.partition.id);
+        }
         metrics.record_commit(reqs.len(), started.elapsed());
         match outcome {
             Ok(Ok((results, tx))) => {
@@ -216,18 +226,25 @@ impl PartitionWriter {
         &mut self,
         reqs: &[WriteRequest],
         tx_mode: TxMode,
+        cache: Option<&RecordCache>,
     ) -> Result<(Vec<Vec<Result<Outcome>>>, Tx)> {
-        match self.transact(reqs, tx_mode) {
+        match self.transact(reqs, tx_mode, cache) {
             Err(Error::Corrupt { path, what }) if self.partition.index.is_some() => {
                 tracing::warn!(partition = self.partition.id, path = %path.display(), %what, "index damaged; rebuilding");
                 self.rebuild()?;
-                self.transact(reqs, tx_mode)
+                self.transact(reqs, tx_mode, cache)
             }
             other => other,
         }
     }
 
-    fn transact(&mut self, reqs: &[WriteRequest], tx_mode: TxMode) -> Result<(Vec<Vec<Result<Outcome>>>, Tx)> {
+    /// Runs the transaction; just before its `COMMIT`, the keys it wrote leave `cache`.
+    fn transact(
+        &mut self,
+        reqs: &[WriteRequest],
+        tx_mode: TxMode,
+        cache: Option<&RecordCache>,
+    ) -> Result<(Vec<Vec<Result<Outcome>>>, Tx)> {
         let mut tx = Tx {
             next_id: self.next_id,
             records: self.records,
@@ -248,6 +265,9 @@ impl PartitionWriter {
             }
             if (tx.next_id, tx.records) != (self.next_id, self.records) {
                 sql::write_meta(&self.conn, tx.next_id, tx.records)?;
+            }
+            if let Some(cache) = cache.filter(|_| !tx.overlay.is_empty()) {
+                cache.commit_begins(self.partition.id, tx.overlay.keys());
             }
             sql::commit(&self.conn)?;
             Ok(results)
@@ -378,6 +398,8 @@ pub struct WriterThread {
     pub maintenance: Sender<Maintenance>,
     /// Store-wide counters.
     pub metrics: Arc<Metrics>,
+    /// The store's record cache, which commits invalidate.
+    pub cache: Option<Arc<RecordCache>>,
     /// The store's configuration.
     pub config: Config,
 }
@@ -433,9 +455,9 @@ impl WriterThread {
         let tx_mode = self.config.transaction;
         let threshold = self.config.merge_threshold;
         let checkpoint_pages = self.config.checkpoint_pages;
-        let metrics = Arc::clone(&self.metrics);
+        let (metrics, cache) = (Arc::clone(&self.metrics), self.cache.clone());
         let writer = self.writer(partition);
-        writer.commit_group(reqs, tx_mode, &metrics);
+        writer.commit_group(reqs, tx_mode, &metrics, cache.as_deref());
         writer.checkpoint_if(checkpoint_pages);
         let froze = writer.partition.index.as_ref().is_some_and(|i| i.freeze_if(threshold));
         if froze {

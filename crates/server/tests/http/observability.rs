@@ -124,3 +124,19 @@ async fn metrics_count_requests_by_route_and_status_and_read_the_store() {
     }
     assert!(text.ends_with("# EOF\n"));
 }
+
+#[tokio::test]
+async fn reads_of_a_key_fill_the_record_cache_and_a_write_empties_it() {
+    let server = TestServer::start(config()).await;
+    server.client.put(server.kv(&key(1))).body("one").send().await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(server.client.get(server.kv(&key(1))).send().await.unwrap().text().await.unwrap(), "one");
+    }
+    server.client.put(server.kv(&key(1))).body("two").send().await.unwrap();
+    assert_eq!(server.client.get(server.kv(&key(1))).send().await.unwrap().text().await.unwrap(), "two");
+
+    let text = server.client.get(server.at("/metrics")).send().await.unwrap().text().await.unwrap();
+    for line in ["shardlite_record_cache_hits_total 1", "shardlite_record_cache_misses_total 2"] {
+        assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
+    }
+}

@@ -90,6 +90,9 @@ pub struct EngineFlags {
     /// Threads serving reads [default: 8].
     #[arg(long)]
     pub lookup_threads: Option<usize>,
+    /// RAM for recently read records, MiB; 0: no cache [default: 64].
+    #[arg(long)]
+    pub record_cache_mib: Option<u64>,
     /// Read-only SQLite connections per partition [default: 2].
     #[arg(long)]
     pub readers_per_partition: Option<usize>,
@@ -234,6 +237,7 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         max_batch,
         max_linger_us,
         lookup_threads,
+        record_cache_mib,
         readers_per_partition,
         checkpoint_pages,
         merge_threshold,
@@ -353,6 +357,8 @@ mod tests {
             "250",
             "--lookup-threads",
             "5",
+            "--record-cache-mib",
+            "7",
             "--readers-per-partition",
             "1",
             "--checkpoint-pages",
@@ -378,6 +384,7 @@ mod tests {
             max_batch: 1,
             max_linger_us: 250,
             lookup_threads: 5,
+            record_cache_mib: 7,
             readers_per_partition: 1,
             checkpoint_pages: 100,
             merge_threshold: 1000,

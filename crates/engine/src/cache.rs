@@ -1,0 +1,174 @@
+//! [`RecordCache`]: records read recently, kept in RAM (`record_cache_mib`), so that reading a
+//! hot key costs a hash-map probe on the caller's thread instead of an index page, a SQLite
+//! read and two thread hand-offs. Eviction is `quick_cache`'s (S3-FIFO, weighted by bytes).
+//!
+//! The cache holds only what SQLite holds, and a reader never sees a key go back in time. Only
+//! reads fill it; only writers change what it may hold, through a per-partition generation
+//! under the partition's lock, used like a sequence lock:
+//! - just before `COMMIT` the writer makes the generation odd and removes every key the
+//!   transaction wrote; right after the commit (or its failure) it makes it even again. While
+//!   it is odd, those keys are absent, so reads of them go to SQLite, which is monotonic.
+//! - a read notes the generation before it reads SQLite, and fills the cache only if, under the
+//!   lock, the generation is that same even number: no commit of the partition began or was
+//!   under way meanwhile, so what it read is still the latest committed value.
+//!
+//! So once a write is acknowledged no reader can find the value it replaced, and between a
+//! commit and its acknowledgement no reader can see the new value and then the old one.
+//! Tested below and in `tests/cache.rs` (concurrent readers and writers).
+
+use std::sync::{
+    atomic::{AtomicU64, Ordering},
+    Mutex,
+};
+
+use quick_cache::{sync::Cache, Weighter};
+
+use crate::ops::Record;
+
+/// Bytes charged per entry besides its key and value (the entry, the table slot, allocations).
+const ENTRY_OVERHEAD: u64 = 64;
+
+/// Average entry size assumed when sizing the table up front.
+const ESTIMATED_ENTRY: u64 = 256;
+
+#[derive(Debug, Clone)]
+struct Bytes;
+
+impl Weighter<Vec<u8>, Record> for Bytes {
+    fn weight(&self, key: &Vec<u8>, record: &Record) -> u64 {
+        key.len() as u64 + record.value.len() as u64 + ENTRY_OVERHEAD
+    }
+}
+
+/// The store's cache of records, shared by readers and writers.
+#[derive(Debug)]
+pub struct RecordCache {
+    records: Cache<Vec<u8>, Record, Bytes>,
+    /// Per partition: twice the commits begun, plus one while a commit is under way.
+    generations: Vec<Mutex<u64>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// Hits and misses so far, and the size now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CacheStats {
+    /// Reads answered from the cache.
+    pub hits: u64,
+    /// Reads that went to SQLite.
+    pub misses: u64,
+    /// Bytes the cached entries are charged for.
+    pub bytes: u64,
+    /// Entries cached.
+    pub entries: u64,
+}
+
+impl RecordCache {
+    /// A cache of about `bytes` for a store of `partitions`; `None` when `bytes` is 0.
+    pub fn new(bytes: u64, partitions: u32) -> Option<Self> {
+        (bytes > 0).then(|| Self {
+            records: Cache::with_weighter((bytes / ESTIMATED_ENTRY).max(16) as usize, bytes, Bytes),
+            generations: (0..partitions).map(|_| Mutex::new(0)).collect(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        })
+    }
+
+    /// The cached record of `key`, counting a hit or a miss.
+    pub fn get(&self, key: &[u8]) -> Option<Record> {
+        let found = self.records.get(key);
+        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Partition `p`'s generation: note it before reading SQLite, for [`RecordCache::fill`].
+    pub fn generation(&self, p: u32) -> u64 {
+        *self.lock(p)
+    }
+
+    /// Caches what a read found, if no commit of partition `p` began or was under way since
+    /// `generation` was noted.
+    pub fn fill(&self, p: u32, generation: u64, key: &[u8], record: &Record) {
+        let current = self.lock(p);
+        if *current == generation && generation.is_multiple_of(2) {
+            self.records.insert(key.to_vec(), record.clone());
+        }
+    }
+
+    /// A commit of partition `p` writing `keys` is about to run: forget them, refuse fills.
+    pub fn commit_begins<'a>(&self, p: u32, keys: impl IntoIterator<Item = &'a Vec<u8>>) {
+        let mut current = self.lock(p);
+        if current.is_multiple_of(2) {
+            *current += 1;
+        }
+        for key in keys {
+            self.records.remove(key.as_slice());
+        }
+    }
+
+    /// The commit of partition `p` has ended (committed or failed): fills may resume.
+    pub fn commit_ended(&self, p: u32) {
+        let mut current = self.lock(p);
+        if !current.is_multiple_of(2) {
+            *current += 1;
+        }
+    }
+
+    /// Hits, misses and size now.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            bytes: self.records.weight(),
+            entries: self.records.len() as u64,
+        }
+    }
+
+    fn lock(&self, p: u32) -> std::sync::MutexGuard<'_, u64> {
+        self.generations[p as usize].lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(counter: u64) -> Record {
+        Record { counter, value: vec![b'v'; 10] }
+    }
+
+    #[test]
+    fn fills_that_raced_a_commit_are_dropped_and_commits_remove_their_keys() {
+        let cache = RecordCache::new(1 << 20, 2).unwrap();
+        let key = b"k".to_vec();
+        let before = cache.generation(0);
+        cache.commit_begins(0, [&key]);
+        let during = cache.generation(0);
+        cache.fill(0, before, &key, &record(1));
+        cache.fill(0, during, &key, &record(1));
+        cache.commit_ended(0);
+        cache.fill(0, during, &key, &record(1));
+        assert_eq!(cache.get(&key), None, "read before or during the commit: not cached");
+        cache.fill(0, cache.generation(0), &key, &record(2));
+        assert_eq!(cache.get(&key), Some(record(2)));
+        cache.commit_begins(1, [&b"other".to_vec()]);
+        cache.commit_ended(1);
+        assert_eq!(cache.get(&key), Some(record(2)), "another partition's commit changes nothing here");
+        cache.commit_begins(0, [&key]);
+        assert_eq!(cache.get(&key), None, "a commit writing the key removes it");
+        cache.commit_ended(0);
+        assert_eq!((cache.stats().hits, cache.stats().misses), (2, 2));
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_bytes() {
+        let cache = RecordCache::new(64 * 1024, 1).unwrap();
+        for i in 0..10_000u32 {
+            cache.fill(0, 0, &i.to_be_bytes(), &record(1));
+        }
+        let stats = cache.stats();
+        assert!(stats.bytes <= 64 * 1024 && stats.entries > 100, "{stats:?}");
+        assert!(RecordCache::new(0, 1).is_none());
+    }
+}
