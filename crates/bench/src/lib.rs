@@ -11,8 +11,9 @@
 //!   measured window), [`recorder`] (HDR histograms, errors by kind, per-second timeline),
 //!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
 //!   JSON), [`schema`] (the JSON schema and its validator), [`server_process`] (`--spawn`),
-//!   [`matrix`] (`bench matrix`: the SQLite configurations side by side), [`html`] (`--html`:
-//!   the report with inline SVG charts).
+//!   [`matrix`] (`bench matrix`: the SQLite configurations side by side, and PostgreSQL),
+//!   [`postgres`] (a throwaway PostgreSQL cluster, the benchmark's tables), [`preload`] (the
+//!   data set through `POST /batch`), [`html`] (`--html`: the report with inline SVG charts).
 
 pub mod cost;
 pub mod engine_bench;
@@ -20,6 +21,8 @@ pub mod html;
 pub mod http;
 pub mod keyspace;
 pub mod matrix;
+pub mod postgres;
+pub mod preload;
 pub mod recorder;
 pub mod report;
 pub mod runner;

@@ -108,7 +108,7 @@ mod tests {
         assert!(
             validate(&json!({"schema_version": 1, "generator": generator, "runs": [], "matrix": matrix})).is_empty()
         );
-        let bad_matrix = json!({"workloads": ["scan"], "configurations": [{"key": "wal", "index": "btree"}]});
+        let bad_matrix = json!({"workloads": ["scan"], "configurations": [{"key": "wal", "index": "lsm"}]});
         let text = validate(&json!({"schema_version": 1, "generator": generator, "runs": [], "matrix": bad_matrix}))
             .join("\n");
         for expected in
@@ -116,7 +116,7 @@ mod tests {
         {
             assert!(text.contains(expected), "{expected} not in\n{text}");
         }
-        assert!(text.contains("$.matrix.configurations[0].index: \"btree\" is not one of"), "{text}");
+        assert!(text.contains("$.matrix.configurations[0].index: \"lsm\" is not one of"), "{text}");
         let bad =
             validate(&json!({"schema_version": 2, "generator": {"version": 1, "threads": 2}, "runs": [{}], "x": 0}));
         let text = bad.join("\n");

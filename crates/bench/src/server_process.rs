@@ -1,5 +1,5 @@
 //! `--spawn`: our own `shardlite` binary started as a child on a data directory (optionally
-//! loaded first with `shardlite load`), listening on a free loopback port, and stopped with
+//! loaded first with `shardlite load`) or on PostgreSQL (`--backend` among its flags), listening on a free loopback port, and stopped with
 //! SIGTERM (an orderly shutdown: queued writes committed, WALs checkpointed) afterwards. A
 //! server still running when its handle is dropped is killed, so a failing bench leaks none.
 
@@ -25,8 +25,8 @@ pub struct ServerProcess {
     child: Child,
     /// Its base URL, `http://127.0.0.1:PORT`.
     pub url: String,
-    /// Its data directory.
-    pub data_dir: PathBuf,
+    /// Its data directory (`None`: the flags name a `--backend`).
+    pub data_dir: Option<PathBuf>,
     /// The `serve` flags it was started with (besides `--data` and `--listen`).
     pub serve_args: Vec<String>,
 }
@@ -48,15 +48,19 @@ pub fn load(exe: &Path, data_dir: &Path, records: u64, args: &[String]) -> anyho
 }
 
 impl ServerProcess {
-    /// Starts `exe serve --data DIR --listen 127.0.0.1:PORT` plus `serve_args` and waits until
-    /// it answers `/healthz`.
-    pub async fn start(exe: &Path, data_dir: &Path, serve_args: &[String]) -> anyhow::Result<Self> {
+    /// Starts `exe serve [--data DIR] --listen 127.0.0.1:PORT` plus `serve_args` and waits
+    /// until it answers `/healthz`. Without a data directory the flags must name a `--backend`.
+    pub async fn start(exe: &Path, data_dir: Option<&Path>, serve_args: &[String]) -> anyhow::Result<Self> {
         // A free port: bind port 0, note it, release it. Another process could take it in
         // between; then the child fails to bind and says so.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let listen = format!("127.0.0.1:{port}");
         let mut command = Command::new(exe);
-        command.arg("serve").arg("--data").arg(data_dir).arg("--listen").arg(&listen).args(serve_args);
+        command.arg("serve");
+        if let Some(dir) = data_dir {
+            command.arg("--data").arg(dir);
+        }
+        command.arg("--listen").arg(&listen).args(serve_args);
         // The server logs its start and shutdown at `info`; within a bench only warnings matter.
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "warn");
@@ -70,7 +74,7 @@ impl ServerProcess {
         let mut server = Self {
             child,
             url: format!("http://{listen}"),
-            data_dir: data_dir.to_owned(),
+            data_dir: data_dir.map(Path::to_owned),
             serve_args: serve_args.to_vec(),
         };
         server.wait_healthy().await?;

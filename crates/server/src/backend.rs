@@ -48,7 +48,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn write(&self, op: Op) -> BoxFuture<'_, BackendResult<Outcome>>;
 
     /// Runs many operations, in order; one result per operation. The outer error refuses the
-    /// whole batch before anything ran.
+    /// whole batch before anything ran: an operation with a bad key or a value over
+    /// [`Backend::max_value`] refuses it all. Each operation's own refusal (not found, condition
+    /// failed) is its result; the others still run.
     fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, BackendResult<Vec<BackendResult<Outcome>>>>;
 
     /// The backend's part of `/stats`: a JSON object whose fields join the document.

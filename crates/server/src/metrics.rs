@@ -2,7 +2,8 @@
 //! histograms per route, method and status (their `_count` is the request count), open
 //! connections, and, read from the store and `/proc` at each scrape, the engine's commits,
 //! requests per commit, durable commits, records, file sizes (WAL included), index merges,
-//! queue depth and the process's CPU time and I/O.
+//! queue depth and the process's CPU time and I/O — or, on PostgreSQL, its own figures
+//! (`crate::postgres`).
 
 use std::{sync::Arc, time::Duration};
 
@@ -188,12 +189,14 @@ pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), st
     Ok(())
 }
 
-fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
+/// Encodes one gauge of `value`.
+pub(crate) fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
     let metric = ConstGauge::new(value);
     metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
-fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
+/// Encodes one counter of `value` (its name gains `_total`).
+pub(crate) fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
     let metric = ConstCounter::new(value);
     metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)
 }

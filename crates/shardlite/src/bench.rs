@@ -3,7 +3,7 @@
 //! 200,000 DB-A records, run every workload for a few seconds, then `insert` against a second
 //! spawned server with `--index none`, and print the table. `--url` measures any server that
 //! speaks `GET/PUT /kv/{key}` instead. `shardlite bench matrix` ([`matrix`]) runs the workloads
-//! under each SQLite configuration side by side.
+//! under each SQLite configuration (and PostgreSQL) side by side.
 
 mod matrix;
 
@@ -113,8 +113,8 @@ pub struct BenchArgs {
 #[derive(Debug, clap::Subcommand)]
 enum BenchCommand {
     /// Run the workloads against a restarted server per SQLite configuration (rollback journal,
-    /// WAL, + IMMEDIATE, + synchronous NORMAL, + mmap, group commit off, index modes) and print
-    /// them side by side.
+    /// WAL, + IMMEDIATE, + synchronous NORMAL, + mmap, group commit off, index modes), and
+    /// PostgreSQL if asked (--with-postgres, --spawn-postgres), and print them side by side.
     Matrix(matrix::MatrixArgs),
 }
 
@@ -236,7 +236,7 @@ async fn spawned(
         serve_args.extend(extra.iter().cloned());
     }
     serve_args.extend(args.serve_args.iter().cloned());
-    let server = ServerProcess::start(exe, dir, &serve_args).await?;
+    let server = ServerProcess::start(exe, Some(dir), &serve_args).await?;
     let target = Target::resolve(&server.url).await?;
     let info = ServerInfo {
         url: server.url.clone(),

@@ -4,8 +4,10 @@
 //! bytea)` — or, with `partitions` > 1, the same table hash-partitioned on the key into that
 //! many partitions (PostgreSQL routes each row; the SQL is the same). Single writes are
 //! autocommitted statements; a batch is one transaction, so unlike the SQLite engine it is
-//! atomic as a whole. Durability is the server's (`synchronous_commit`, `fsync`).
+//! atomic as a whole. Durability is the server's (`synchronous_commit`, `fsync`). PostgreSQL's
+//! own figures ([`figures`]) go to `/stats` and `/metrics`.
 
+mod figures;
 mod sql;
 
 use std::{str::FromStr, time::Duration};
@@ -18,10 +20,14 @@ use shardlite_engine::{Error as EngineError, Op, Outcome, Record, MAX_KEY_LEN};
 use tokio_postgres::NoTls;
 
 use crate::backend::{Backend, BackendError, BackendResult, BoxFuture};
+use figures::Figures;
 use sql::Statements;
 
 /// How long a request waits for a pooled connection before answering 503.
 const POOL_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a `/metrics` scrape waits for PostgreSQL's figures before going without them.
+const METRICS_WAIT: Duration = Duration::from_secs(2);
 
 /// What to connect to and how the data is laid out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -123,14 +129,16 @@ impl PgBackend {
     }
 
     async fn run_batch(&self, ops: Vec<Op>) -> BackendResult<Vec<BackendResult<Outcome>>> {
+        // As the engine does: a bad key or an oversized value refuses the whole batch before
+        // anything runs (not just that operation).
+        for op in &ops {
+            self.check(op)?;
+        }
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         let mut results = Vec::with_capacity(ops.len());
         for op in &ops {
-            let result = match self.check(op) {
-                Ok(()) => sql::apply(&tx, &self.statements, op).await,
-                Err(err) => Err(err),
-            };
+            let result = sql::apply(&tx, &self.statements, op).await;
             // A failed statement aborts the transaction: nothing of the batch is committed.
             if let Err(err @ (BackendError::Database(_) | BackendError::Unavailable(_))) = &result {
                 let err = err.clone();
@@ -149,70 +157,36 @@ impl PgBackend {
     }
 
     async fn read_stats(&self) -> BackendResult<Map<String, Value>> {
-        let client = self.client().await?;
-        let db = client
-            .query_one(
-                "SELECT xact_commit, xact_rollback, blks_read, blks_hit, tup_returned, tup_fetched, tup_inserted, \
-                 tup_updated, tup_deleted, deadlocks, temp_bytes, pg_database_size(datname) \
-                 FROM pg_stat_database WHERE datname = current_database()",
-                &[],
-            )
-            .await
-            .map_err(db_error)?;
-        let names = [
-            "xact_commit",
-            "xact_rollback",
-            "blks_read",
-            "blks_hit",
-            "tup_returned",
-            "tup_fetched",
-            "tup_inserted",
-            "tup_updated",
-            "tup_deleted",
-            "deadlocks",
-            "temp_bytes",
-            "database_bytes",
-        ];
-        let database: Map<String, Value> =
-            names.iter().enumerate().map(|(i, name)| ((*name).to_owned(), json!(db.get::<_, i64>(i)))).collect();
-        let table = client
-            .query_one(
-                "SELECT coalesce(sum(pg_total_relation_size(t.relid)), 0)::bigint, \
-                 coalesce(sum(s.n_live_tup), 0)::bigint, coalesce(sum(s.n_tup_ins), 0)::bigint, \
-                 coalesce(sum(s.n_tup_upd), 0)::bigint, coalesce(sum(s.n_tup_del), 0)::bigint \
-                 FROM pg_partition_tree($1::text::regclass) t LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid",
-                &[&self.options.table],
-            )
-            .await
-            .map_err(db_error)?;
-        let (table_bytes, live) = (table.get::<_, i64>(0), table.get::<_, i64>(1));
-        // pg_stat_wal exists from PostgreSQL 14 on; older servers simply have no such figures.
-        let wal = client
-            .query_opt("SELECT wal_records, wal_fpi, wal_bytes::bigint, wal_sync FROM pg_stat_wal", &[])
-            .await
-            .ok()
-            .flatten()
-            .map(|r| {
-                json!({"wal_records": r.get::<_, i64>(0), "wal_fpi": r.get::<_, i64>(1),
-                       "wal_bytes": r.get::<_, i64>(2), "wal_sync": r.get::<_, i64>(3)})
-            });
+        let figures = Figures::read(&self.client().await?, &self.options.table).await?;
         let pool = self.pool.status();
         let mut out = Map::new();
-        out.insert("totals".into(), json!({"records": live, "db_bytes": table_bytes}));
+        out.insert("totals".into(), json!({"records": figures.table.live, "db_bytes": figures.table.bytes}));
         out.insert(
             "store".into(),
             json!({
                 "server": self.target,
-                "table": {"bytes": table_bytes, "live_tuples": live, "inserted": table.get::<_, i64>(2),
-                          "updated": table.get::<_, i64>(3), "deleted": table.get::<_, i64>(4)},
-                "database": database,
-                "wal": wal,
+                "table": figures.table,
+                "database": figures.database_json(),
+                "wal": figures.wal,
                 "pool": {"max_size": pool.max_size, "size": pool.size, "available": pool.available,
                          "waiting": pool.waiting},
             }),
         );
         out.insert("config".into(), json!(self.options));
         Ok(out)
+    }
+
+    /// Reads the figures for a `/metrics` scrape, blocking this (non-runtime) thread on the
+    /// server's runtime for at most [`METRICS_WAIT`].
+    fn read_figures_blocking(&self) -> BackendResult<Figures> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| BackendError::Unavailable(format!("no runtime to reach PostgreSQL from: {e}")))?;
+        runtime.block_on(async {
+            let read = async { Figures::read(&self.client().await?, &self.options.table).await };
+            tokio::time::timeout(METRICS_WAIT, read)
+                .await
+                .map_err(|_| BackendError::Unavailable(format!("no figures within {METRICS_WAIT:?}")))?
+        })
     }
 }
 
@@ -247,10 +221,15 @@ impl Backend for PgBackend {
         Box::pin(self.read_stats())
     }
 
-    fn encode_metrics(&self, _enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        // PostgreSQL's figures are in its own views (`/stats` shows them); a scrape here only
-        // carries the HTTP layer's and the process's metrics.
-        Ok(())
+    fn encode_metrics(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        match self.read_figures_blocking() {
+            Ok(figures) => figures.encode(&self.pool.status(), enc),
+            Err(err) => {
+                // The scrape still carries the HTTP layer's and the process's metrics.
+                tracing::warn!(%err, "reading PostgreSQL's figures for /metrics failed");
+                Ok(())
+            }
+        }
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
@@ -295,8 +274,8 @@ fn describe(config: &tokio_postgres::Config) -> String {
     format!("{user}@{host}:{port}/{db}")
 }
 
-/// The URL with any password replaced by `***`, for error messages.
-fn redact(url: &str) -> String {
+/// The URL with any password replaced by `***`, for messages and reports.
+pub fn redact(url: &str) -> String {
     match (url.find("://"), url.find('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];

@@ -76,6 +76,60 @@ macro_rules! on_both_backends {
 }
 pub(crate) use on_both_backends;
 
+/// A backend of a test: shardlite's engine in a temporary directory, or a table of its own (so
+/// tests run in parallel) on `SHARDLITE_TEST_POSTGRES`, dropped with it.
+pub struct TestBackend {
+    /// The backend.
+    pub backend: Arc<dyn Backend>,
+    /// The data directory (kept alive as long as the backend; unused by PostgreSQL).
+    pub dir: tempfile::TempDir,
+    /// The PostgreSQL table.
+    pub table: Option<String>,
+}
+
+impl TestBackend {
+    /// A new backend of `kind`: a store with `config`, or a new table with the config's
+    /// partitions and `max_value` (and a pool of 4).
+    pub async fn new(kind: Kind, config: Config) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (backend, table): (Arc<dyn Backend>, _) = match kind {
+            Kind::Sqlite => (Arc::new(SqliteBackend::new(Arc::new(Store::create(dir.path(), config).unwrap()))), None),
+            Kind::Postgres => {
+                let table = fresh_table();
+                let url = postgres_url().expect("SHARDLITE_TEST_POSTGRES names the test server");
+                let options = PgOptions {
+                    table: table.clone(),
+                    partitions: config.partitions,
+                    pool_size: 4,
+                    max_value: config.max_value,
+                    ..PgOptions::new(url)
+                };
+                (Arc::new(PgBackend::connect(options).await.unwrap()), Some(table))
+            }
+        };
+        Self { backend, dir, table }
+    }
+}
+
+impl Drop for TestBackend {
+    /// Drops the PostgreSQL table (and its partitions), on a thread of its own: the test's
+    /// runtime may be shutting down.
+    fn drop(&mut self) {
+        let (Some(table), Some(url)) = (self.table.take(), postgres_url()) else { return };
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+                let connection = tokio::spawn(connection);
+                client.batch_execute(&format!("DROP TABLE IF EXISTS {table} CASCADE")).await.unwrap();
+                drop(client);
+                let _ = connection.await;
+            });
+        });
+        let _ = dropped.join();
+    }
+}
+
 /// A running server.
 pub struct TestServer {
     /// `http://127.0.0.1:PORT`.
@@ -84,10 +138,8 @@ pub struct TestServer {
     pub addr: SocketAddr,
     /// A client with no proxy.
     pub client: reqwest::Client,
-    /// The data directory (kept alive as long as the server).
-    pub dir: tempfile::TempDir,
-    /// The PostgreSQL table the server works on (dropped with the server).
-    pub table: Option<String>,
+    /// What it serves (its data directory or table live as long as the server).
+    pub storage: TestBackend,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -108,32 +160,16 @@ impl TestServer {
         Self::on_with(kind, config, ServerOptions::default()).await
     }
 
-    /// Starts a server with these options on `kind`: a new data directory, or a new table of
-    /// its own (so tests run in parallel) with the config's partitions and `max_value`.
+    /// Starts a server with these options on a new [`TestBackend`] of `kind`.
     pub async fn on_with(kind: Kind, config: Config, options: ServerOptions) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let (backend, table): (Arc<dyn Backend>, _) = match kind {
-            Kind::Sqlite => (Arc::new(SqliteBackend::new(Arc::new(Store::create(dir.path(), config).unwrap()))), None),
-            Kind::Postgres => {
-                let table = fresh_table();
-                let url = postgres_url().expect("SHARDLITE_TEST_POSTGRES names the test server");
-                let options = PgOptions {
-                    table: table.clone(),
-                    partitions: config.partitions,
-                    pool_size: 4,
-                    max_value: config.max_value,
-                    ..PgOptions::new(url)
-                };
-                (Arc::new(PgBackend::connect(options).await.unwrap()), Some(table))
-            }
-        };
+        let storage = TestBackend::new(kind, config).await;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(shardlite_server::run(listener, backend, options, async {
+        let task = tokio::spawn(shardlite_server::run(listener, Arc::clone(&storage.backend), options, async {
             let _ = stopped.await;
         }));
-        Self { url: format!("http://{addr}"), addr, client: client(), dir, table, stop: Some(stop), task: Some(task) }
+        Self { url: format!("http://{addr}"), addr, client: client(), storage, stop: Some(stop), task: Some(task) }
     }
 
     /// `url` + `path`.
@@ -154,25 +190,6 @@ impl TestServer {
         if let Some(task) = self.task.take() {
             tokio::time::timeout(Duration::from_secs(30), task).await.unwrap().unwrap().unwrap();
         }
-    }
-}
-
-impl Drop for TestServer {
-    /// Drops the PostgreSQL table (and its partitions), on a thread of its own: the test's
-    /// runtime may be shutting down.
-    fn drop(&mut self) {
-        let (Some(table), Some(url)) = (self.table.take(), postgres_url()) else { return };
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-                let connection = tokio::spawn(connection);
-                client.batch_execute(&format!("DROP TABLE IF EXISTS {table} CASCADE")).await.unwrap();
-                drop(client);
-                let _ = connection.await;
-            });
-        });
-        let _ = dropped.join();
     }
 }
 

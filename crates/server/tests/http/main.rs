@@ -1,6 +1,7 @@
 //! The HTTP API over real HTTP: a server on 127.0.0.1:0 over a real store in a temporary
-//! directory, one module per concern. One test binary, so the helpers in `common` are shared
-//! without dead code and the suite links once.
+//! directory, one module per concern; and `model`, the `Backend` trait itself against a model.
+//! One test binary, so the helpers in `common` are shared without dead code and the suite
+//! links once.
 #![allow(clippy::unwrap_used)]
 
 mod auth;
@@ -8,6 +9,7 @@ mod batch;
 mod common;
 mod kv;
 mod limits;
+mod model;
 mod observability;
 mod overload;
 mod shutdown;

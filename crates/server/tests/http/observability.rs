@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::common::{config, key, on_both_backends, Kind, TestServer};
 
-on_both_backends!(stats_name_the_backend_and_count_its_records);
+on_both_backends!(stats_name_the_backend_and_count_its_records, metrics_carry_the_backends_own_figures);
 
 #[tokio::test]
 async fn healthz_answers_without_storage_work() {
@@ -72,7 +72,7 @@ async fn stats_name_the_backend_and_count_its_records(kind: Kind) {
         Kind::Postgres => {
             assert_eq!(stats["backend"], "postgres");
             assert_eq!(stats["config"]["partitions"], 4);
-            assert_eq!(stats["config"]["table"], server.table.clone().unwrap());
+            assert_eq!(stats["config"]["table"], server.storage.table.clone().unwrap());
             assert!(stats["store"]["database"]["xact_commit"].as_u64().unwrap() >= 10);
             assert_eq!(stats["store"]["pool"]["max_size"], 4);
             assert!(stats["store"]["wal"]["wal_bytes"].as_u64().unwrap() > 0);
@@ -139,4 +139,49 @@ async fn reads_of_a_key_fill_the_record_cache_and_a_write_empties_it() {
     for line in ["shardlite_record_cache_hits_total 1", "shardlite_record_cache_misses_total 2"] {
         assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
     }
+}
+
+/// The value of the sample `name` (no labels) in an OpenMetrics scrape.
+fn sample(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok()).map(|v| v as u64)
+}
+
+async fn metrics_carry_the_backends_own_figures(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
+    for i in 0..5 {
+        server.client.put(server.kv(&key(i))).body("value").send().await.unwrap();
+    }
+    server.client.put(server.kv(&key(0))).body("again").send().await.unwrap();
+    // PostgreSQL's statistics reach its views up to a second after the commits.
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = server.client.get(server.at("/metrics")).send().await.unwrap().text().await.unwrap();
+        if sample(&text, "shardlite_records") == Some(5) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(sample(&text, "shardlite_records"), Some(5), "{text}");
+    assert!(sample(&text, "shardlite_db_bytes").unwrap() > 0);
+    assert!(text.ends_with("# EOF\n"));
+    if kind == Kind::Sqlite {
+        assert!(!text.contains("shardlite_pg_"), "{text}");
+        return;
+    }
+    let at_least = |name: &str, min: u64| {
+        let v = sample(&text, name).unwrap_or_else(|| panic!("no {name} in\n{text}"));
+        assert!(v >= min, "{name} {v} < {min}");
+    };
+    // Six autocommitted writes on this database (others' too: the figures are the database's).
+    at_least("shardlite_pg_xact_commit_total", 6);
+    at_least("shardlite_pg_tup_inserted_total", 5);
+    at_least("shardlite_pg_tup_updated_total", 1);
+    at_least("shardlite_pg_wal_bytes_total", 1);
+    at_least("shardlite_pg_database_bytes", 1);
+    at_least("shardlite_pg_blks_hit_total", 1);
+    for name in ["shardlite_pg_xact_rollback_total", "shardlite_pg_blks_read_total", "shardlite_pg_wal_syncs_total"] {
+        at_least(name, 0);
+    }
+    assert_eq!(sample(&text, "shardlite_pg_pool_waiting"), Some(0));
+    assert!(text.contains("process_cpu_seconds_total"), "the process's metrics are still there");
 }

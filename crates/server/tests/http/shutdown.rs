@@ -54,7 +54,7 @@ async fn shutdown_loses_no_acknowledged_write() {
         all.extend(writer.await.unwrap());
     }
     assert!(all.len() >= 500);
-    let store = Store::open(server.dir.path(), cfg).unwrap();
+    let store = Store::open(server.storage.dir.path(), cfg).unwrap();
     for n in all {
         let record = store.get(&key(n)).unwrap();
         assert_eq!(record.map(|r| r.value), Some(n.to_string().into_bytes()), "acknowledged write {n} was lost");

@@ -1,14 +1,27 @@
 //! `shardlite bench matrix`: for each configuration of [`shardlite_bench::matrix::CONFIGS`] (or
 //! those chosen), `shardlite load` a fresh directory of its index mode, spawn a server with its
 //! flags, run the workloads, stop it, remove the directory; then print one table with a row per
-//! configuration and a column per workload (docs/bench.md).
+//! configuration and a column per workload (docs/bench.md). With `--with-postgres URL` or
+//! `--spawn-postgres` (a throwaway cluster), one more row: `shardlite serve --backend` on a fresh
+//! table, loaded with the same records through `POST /batch`, measured the same way.
+
+use std::{path::Path, time::Duration};
 
 use shardlite_bench::{
+    cost::{Local, ServerStats},
+    http::Target,
     matrix::{self, Config, Matrix, MatrixRow},
+    postgres::{self, Cluster},
+    preload::{self, DataSet},
+    report::{RunReport, ServerInfo},
+    server_process::ServerProcess,
     workload::Workload,
 };
 
-use super::{new_report, spawned, write_html, BenchArgs, Dist};
+use super::{new_report, run_workloads, spawned, write_html, BenchArgs, Dist};
+
+/// How long PostgreSQL's statistics may take to count the loaded records (`/stats` records).
+const COUNT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Flags of `shardlite bench matrix`.
 #[derive(Debug, clap::Args)]
@@ -30,9 +43,20 @@ pub struct MatrixArgs {
     /// Partitions of each directory.
     #[arg(long, default_value_t = 16)]
     partitions: u32,
-    /// Connections.
-    #[arg(long, visible_alias = "connections", default_value_t = 64)]
-    concurrency: usize,
+    /// Connections; a list (`10,100`) runs every configuration at each (a table row each).
+    #[arg(long, visible_alias = "connections", value_delimiter = ',', default_value = "64")]
+    concurrency: Vec<usize>,
+    /// Also measure PostgreSQL at this URL (postgres://USER[:PASSWORD]@HOST:PORT/DB) behind the
+    /// same HTTP server (`serve --backend`), in a fresh table that is dropped afterwards.
+    #[arg(long, value_name = "URL", conflicts_with = "spawn_postgres")]
+    with_postgres: Option<String>,
+    /// Also measure PostgreSQL on a throwaway cluster made from the system's binaries (initdb,
+    /// pg_ctl), tuned for the benchmark and removed afterwards (docs/bench.md).
+    #[arg(long)]
+    spawn_postgres: bool,
+    /// Connections of the PostgreSQL server's pool [default: one per core].
+    #[arg(long)]
+    pg_pool_size: Option<usize>,
     /// Measured seconds per run.
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
@@ -56,7 +80,8 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
         m.configs.iter().map(|c| matrix::find(c)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     let workloads: Vec<Workload> =
         m.workloads.iter().map(|w| w.parse()).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(m.concurrency > 0, "--concurrency must be positive");
+    anyhow::ensure!(m.concurrency.iter().all(|&c| c > 0), "--concurrency must be positive");
+    anyhow::ensure!(m.pg_pool_size != Some(0), "--pg-pool-size must be positive");
     anyhow::ensure!(
         m.records > 0 || !workloads.iter().any(|w| w.reads_existing()),
         "{} read existing records: give --records > 0",
@@ -67,6 +92,9 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
         .thread_name("shardlite-bench")
         .enable_all()
         .build()?;
+    // Started before anything is measured, stopped and removed when dropped (also on errors).
+    let cluster = if m.spawn_postgres { Some(Cluster::start(postgres::BENCH_TUNING)?) } else { None };
+    let pg_url = m.with_postgres.clone().or_else(|| cluster.as_ref().map(|c| c.url.clone()));
     let (runs, rows) = runtime.block_on(async {
         let exe = std::env::current_exe()?;
         let temp = tempfile::tempdir()?;
@@ -78,17 +106,26 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
             let first = runs.len();
             if !chosen.is_empty() {
                 eprintln!("configuration {}: {}", config.label, config.serve_args.join(" "));
+                let serve_args: Vec<String> = config.serve_args.iter().map(|s| (*s).to_owned()).collect();
                 let dir = temp.path().join(config.key);
                 let extra = ["--index".to_owned(), config.index.to_owned()];
                 let suffix = format!(" [{}]", config.key);
-                spawned(&bench_args(m, config), &exe, &dir, m.records, &extra, &chosen, &suffix, &mut runs).await?;
+                spawned(&bench_args(m, &serve_args), &exe, &dir, m.records, &extra, &chosen, &suffix, &mut runs)
+                    .await?;
                 std::fs::remove_dir_all(&dir)?;
             }
             rows.push(MatrixRow::new(config, (first..runs.len()).collect()));
         }
+        if let Some(url) = &pg_url {
+            let first = runs.len();
+            let pg_data = cluster.as_ref().map(Cluster::data);
+            let serve_args = measure_postgres(m, &exe, url, pg_data.as_deref(), &workloads, &mut runs).await?;
+            rows.push(MatrixRow::postgres(serve_args, (first..runs.len()).collect()));
+        }
         anyhow::Ok((runs, rows))
     })?;
-    let matrix = Matrix { workloads, configurations: rows };
+    drop(cluster);
+    let matrix = Matrix { workloads, concurrency: m.concurrency.clone(), configurations: rows };
     let mut report = new_report(m.threads, runs, None);
     let table = matrix::render_text(&report, &matrix);
     report.matrix = Some(matrix);
@@ -102,17 +139,17 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
 }
 
 /// The `bench` flags of one configuration's server: its `serve` flags, everything else default.
-fn bench_args(m: &MatrixArgs, config: &Config) -> BenchArgs {
+fn bench_args(m: &MatrixArgs, serve_args: &[String]) -> BenchArgs {
     BenchArgs {
         command: None,
         url: None,
         data: None,
         load: Some(m.records),
         partitions: m.partitions,
-        serve_args: config.serve_args.iter().map(|s| (*s).to_owned()).collect(),
+        serve_args: serve_args.to_vec(),
         pid: None,
         workloads: Vec::new(),
-        concurrency: vec![m.concurrency],
+        concurrency: m.concurrency.clone(),
         rate: None,
         duration: m.duration,
         warmup: m.warmup,
@@ -128,5 +165,121 @@ fn bench_args(m: &MatrixArgs, config: &Config) -> BenchArgs {
         timeout_ms: 5000,
         json: m.json,
         html: None,
+    }
+}
+
+/// The `serve` flags of the PostgreSQL row: `url`, a fresh `table`, the matrix's partitions, a
+/// pool of `--pg-pool-size` connections or one per core.
+fn postgres_serve_args(m: &MatrixArgs, url: &str, table: &str) -> Vec<String> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let pool = m.pg_pool_size.unwrap_or(cores);
+    [("--backend", url), ("--pg-table", table)]
+        .into_iter()
+        .map(|(flag, value)| [flag.to_owned(), value.to_owned()])
+        .chain([["--partitions".to_owned(), m.partitions.to_string()], ["--pg-pool-size".to_owned(), pool.to_string()]])
+        .flatten()
+        .collect()
+}
+
+/// The PostgreSQL row: spawns `serve --backend url` on a fresh table, loads it through `POST
+/// /batch`, runs the workloads, stops the server and drops the table. Returns the server's
+/// flags as reported (no password). `data_dir`: the cluster's, if spawned (for its disk).
+async fn measure_postgres(
+    m: &MatrixArgs,
+    exe: &Path,
+    url: &str,
+    data_dir: Option<&Path>,
+    workloads: &[Workload],
+    runs: &mut Vec<RunReport>,
+) -> anyhow::Result<Vec<String>> {
+    let table = postgres::fresh_table();
+    let shown = postgres_serve_args(m, &shardlite_server::postgres::redact(url), &table);
+    eprintln!("configuration {}: {}", matrix::POSTGRES.1, shown.join(" "));
+    let server = ServerProcess::start(exe, None, &postgres_serve_args(m, url, &table)).await?;
+    let args = bench_args(m, &shown);
+    let info = ServerInfo {
+        url: server.url.clone(),
+        spawned: true,
+        data_dir: data_dir.map(|d| d.display().to_string()),
+        serve_args: shown.clone(),
+    };
+    let local = Local { data_dir: data_dir.map(Path::to_owned), pid: Some(server.pid()) };
+    let measured = async {
+        let target = Target::resolve(&server.url).await?;
+        let data =
+            DataSet { records: m.records, seed: args.seed, key_size: args.key_size, value_size: args.value_size };
+        eprintln!("loading {} records through POST /batch", m.records);
+        preload::load(&target, data).await?;
+        wait_for_count(&target, m.records).await?;
+        let suffix = format!(" [{}]", matrix::POSTGRES.0);
+        run_workloads(&args, &target, &local, &info, workloads, &suffix, runs).await
+    }
+    .await;
+    let stopped = server.stop();
+    let dropped = postgres::drop_table(url, &table).await;
+    measured?;
+    stopped?;
+    dropped?;
+    Ok(shown)
+}
+
+/// Waits until `/stats` counts `records` (PostgreSQL's statistics trail its commits a little),
+/// so that the first run's key space and fresh keys start from the loaded count.
+async fn wait_for_count(target: &Target, records: u64) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + COUNT_TIMEOUT;
+    loop {
+        let counted = ServerStats::fetch(target).await.map(|s| s.records);
+        if counted.is_some_and(|n| n >= records) {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "/stats counted {counted:?} records, not the {records} loaded, after {COUNT_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        matrix: MatrixArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<MatrixArgs, clap::Error> {
+        Cli::try_parse_from(["matrix"].iter().chain(argv)).map(|c| c.matrix)
+    }
+
+    #[test]
+    fn postgres_joins_the_matrix_at_each_connection_count() {
+        let m = parse(&[]).unwrap();
+        assert_eq!(m.concurrency, [64]);
+        assert!(m.with_postgres.is_none() && !m.spawn_postgres && m.pg_pool_size.is_none());
+        let m = parse(&["--configs", "immediate,mmap", "--concurrency", "10,100", "--spawn-postgres"]).unwrap();
+        assert_eq!((m.configs, m.concurrency), (vec!["immediate".to_owned(), "mmap".to_owned()], vec![10, 100]));
+        assert!(m.spawn_postgres);
+        let m = parse(&["--connections", "4", "--with-postgres", "postgres://me:pw@127.0.0.1:5432/db"]).unwrap();
+        assert_eq!(m.concurrency, [4]);
+        assert_eq!(bench_args(&m, &[]).concurrency, [4]);
+        let err = parse(&["--with-postgres", "postgres://x", "--spawn-postgres"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn the_postgres_server_gets_its_own_table_the_partitions_and_a_pool() {
+        let m = parse(&["--partitions", "8", "--pg-pool-size", "3"]).unwrap();
+        let args = postgres_serve_args(&m, "postgres://u@h:1/db", "bench_1");
+        let want =
+            ["--backend", "postgres://u@h:1/db", "--pg-table", "bench_1", "--partitions", "8", "--pg-pool-size", "3"];
+        assert_eq!(args, want);
+        let cores = std::thread::available_parallelism().unwrap().get().to_string();
+        let args = postgres_serve_args(&parse(&[]).unwrap(), "postgres://u@h:1/db", "t");
+        assert_eq!(args[6..], ["--pg-pool-size".to_owned(), cores], "one connection per core by default");
     }
 }

@@ -27,9 +27,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     println!("listening on http://{}", listener.local_addr()?);
     let opened = match &settings.storage {
         Storage::Data(dir) => Opened::Store(Arc::new(open_store(dir, &settings)?)),
-        Storage::Postgres { url, partitions, pool_size } => {
+        Storage::Postgres { url, table, partitions, pool_size } => {
             let defaults = PgOptions::new(url.clone());
             Opened::Postgres(PgOptions {
+                table: table.clone().unwrap_or_else(|| defaults.table.clone()),
                 partitions: *partitions,
                 pool_size: pool_size.unwrap_or(defaults.pool_size),
                 max_value: settings.engine.max_value,

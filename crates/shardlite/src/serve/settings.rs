@@ -21,9 +21,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Serve from PostgreSQL instead of a data directory: postgres://USER[:PASSWORD]@HOST:PORT/DB.
-    /// Uses (and creates) the table `kv`, hash-partitioned if --partitions is given.
+    /// Uses (and creates) the table `kv` (or --pg-table), hash-partitioned if --partitions is given.
     #[arg(long, value_name = "URL")]
     pub backend: Option<String>,
+    /// The PostgreSQL table: lowercase letters, digits and _ [default: kv].
+    #[arg(long, value_name = "NAME")]
+    pub pg_table: Option<String>,
     /// Connections of the PostgreSQL pool [default: one per CPU, at least 4].
     #[arg(long)]
     pub pg_pool_size: Option<usize>,
@@ -146,6 +149,7 @@ pub struct ServerFlags {
 struct File {
     data: Option<PathBuf>,
     backend: Option<String>,
+    pg_table: Option<String>,
     pg_pool_size: Option<usize>,
     listen: Option<SocketAddr>,
     auth_token: Option<String>,
@@ -171,6 +175,8 @@ pub enum Storage {
     Postgres {
         /// `postgres://...`.
         url: String,
+        /// The table (`None`: `kv`).
+        table: Option<String>,
         /// Hash partitions of the table (1: one plain table).
         partitions: u32,
         /// Connections in the pool (`None`: one per CPU, at least 4).
@@ -271,9 +277,17 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
             );
             let pool_size = args.pg_pool_size.or(file.pg_pool_size);
             anyhow::ensure!(pool_size != Some(0), "pg_pool_size must be at least 1");
-            Storage::Postgres { url, partitions: if partitions_given { engine.partitions } else { 1 }, pool_size }
+            let table = args.pg_table.clone().or(file.pg_table);
+            let partitions = if partitions_given { engine.partitions } else { 1 };
+            Storage::Postgres { url, table, partitions, pool_size }
         }
-        (None, Some(dir)) => Storage::Data(dir),
+        (None, Some(dir)) => {
+            anyhow::ensure!(
+                args.pg_table.is_none() && file.pg_table.is_none(),
+                "pg_table needs --backend postgres://..."
+            );
+            Storage::Data(dir)
+        }
         (None, None) => anyhow::bail!(
             "no data directory: pass --data DIR (or `data` in the config file), or --backend postgres://..."
         ),
@@ -441,12 +455,19 @@ mod tests {
     fn a_postgres_backend_replaces_the_data_directory() {
         let url = "postgres://me@127.0.0.1:5432/db";
         let s = parse(&["--backend", url]).unwrap();
-        assert_eq!(s.storage, Storage::Postgres { url: url.to_owned(), partitions: 1, pool_size: None });
-        let s = parse(&["--backend", url, "--partitions", "8", "--pg-pool-size", "16"]).unwrap();
-        assert_eq!(s.storage, Storage::Postgres { url: url.to_owned(), partitions: 8, pool_size: Some(16) });
-        let file = write_config(&format!("backend = \"{url}\"\npg_pool_size = 3\n"));
+        let pg = |table: Option<&str>, partitions, pool_size| Storage::Postgres {
+            url: url.to_owned(),
+            table: table.map(str::to_owned),
+            partitions,
+            pool_size,
+        };
+        assert_eq!(s.storage, pg(None, 1, None));
+        let s = parse(&["--backend", url, "--partitions", "8", "--pg-pool-size", "16", "--pg-table", "run1"]).unwrap();
+        assert_eq!(s.storage, pg(Some("run1"), 8, Some(16)));
+        let file = write_config(&format!("backend = \"{url}\"\npg_pool_size = 3\npg_table = \"t\"\n"));
         let s = parse(&["--config", file.path().to_str().unwrap()]).unwrap();
-        assert_eq!(s.storage, Storage::Postgres { url: url.to_owned(), partitions: 1, pool_size: Some(3) });
+        assert_eq!(s.storage, pg(Some("t"), 1, Some(3)));
+        assert!(parse(&["--data", "d", "--pg-table", "t"]).unwrap_err().to_string().contains("needs --backend"));
         assert!(parse(&["--backend", url, "--data", "d"]).unwrap_err().to_string().contains("not both"));
         assert!(parse(&["--backend", "mysql://x"]).unwrap_err().to_string().contains("PostgreSQL URL"));
         assert!(parse(&["--backend", url, "--pg-pool-size", "0"]).is_err());

@@ -1,0 +1,239 @@
+//! PostgreSQL for `bench matrix --spawn-postgres` / `--with-postgres`: a throwaway cluster
+//! ([`Cluster`]) started from the system's binaries in a temporary directory — `initdb`, then
+//! `pg_ctl start` with [`BENCH_TUNING`], as the `postgres` user when we are root, listening on
+//! loopback only at a free port — and stopped and removed when its handle is dropped, even
+//! after an error. Also the benchmark's own table names ([`fresh_table`]) and their removal
+//! ([`drop_table`]), so that runs against a user's server see none of each other's data.
+
+use std::{
+    fmt::Write as _,
+    net::TcpListener,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::Context;
+
+/// The PostgreSQL role the cluster is created for (trust authentication, loopback only).
+const ROLE: &str = "shardlite";
+
+/// Settings of the benchmark's cluster, for this project's machine (24 GiB, 2 cores, SSD):
+/// durable like SQLite with `synchronous=full` (fsync and synchronous_commit on, full page
+/// writes), a buffer cache that holds the benchmark's data, and checkpoints rare enough not to
+/// land in every short run (docs/bench.md).
+pub const BENCH_TUNING: &[(&str, &str)] = &[
+    ("fsync", "on"),
+    ("synchronous_commit", "on"),
+    ("full_page_writes", "on"),
+    ("wal_level", "minimal"),
+    ("max_wal_senders", "0"),
+    ("shared_buffers", "2GB"),
+    ("effective_cache_size", "16GB"),
+    ("maintenance_work_mem", "256MB"),
+    ("wal_buffers", "64MB"),
+    ("max_wal_size", "8GB"),
+    ("min_wal_size", "1GB"),
+    ("checkpoint_timeout", "15min"),
+    ("checkpoint_completion_target", "0.9"),
+    ("random_page_cost", "1.1"),
+    ("max_connections", "200"),
+];
+
+/// A running throwaway cluster; dropping it stops the server and removes its directory.
+#[derive(Debug)]
+pub struct Cluster {
+    bin: PathBuf,
+    /// `postgres://shardlite@127.0.0.1:PORT/postgres`.
+    pub url: String,
+    owner: Option<Owner>,
+    /// Removed (with the cluster's files) after the server stopped: fields drop after `drop`.
+    dir: tempfile::TempDir,
+}
+
+/// Whom the cluster's files and processes belong to when we are root (initdb refuses root).
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    uid: u32,
+    gid: u32,
+}
+
+impl Cluster {
+    /// Creates a cluster in a new temporary directory with `settings` and starts it.
+    pub fn start(settings: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let bin = bin_dir()?;
+        let owner = owner()?;
+        let dir = tempfile::Builder::new().prefix("shardlite-bench-pg").tempdir()?;
+        if let Some(o) = owner {
+            nix::unistd::chown(dir.path(), Some(o.uid.into()), Some(o.gid.into()))?;
+        }
+        // A free port: bind port 0, note it, release it (as for the spawned server).
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let cluster = Self { bin, url: format!("postgres://{ROLE}@127.0.0.1:{port}/postgres"), owner, dir };
+        let data = cluster.data();
+        cluster.run("initdb", |c| {
+            c.arg("-D").arg(&data).args(["-U", ROLE, "--auth=trust", "-E", "UTF8", "--no-sync"]);
+        })?;
+        let conf = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).with_context(|| format!("reading {}", conf.display()))?;
+        text.push_str(&conf_lines(settings, port, cluster.dir.path()));
+        std::fs::write(&conf, text).with_context(|| format!("writing {}", conf.display()))?;
+        let log = cluster.dir.path().join("server.log");
+        cluster
+            .run("pg_ctl", |c| {
+                c.arg("-D").arg(&data).arg("-l").arg(&log).args(["-w", "-t", "60", "start"]);
+            })
+            .with_context(|| format!("its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default()))?;
+        Ok(cluster)
+    }
+
+    /// The cluster's data directory.
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Runs one of the cluster's programs to completion (as the owner), its output captured.
+    fn run(&self, program: &str, args: impl FnOnce(&mut Command)) -> anyhow::Result<()> {
+        let mut command = Command::new(self.bin.join(program));
+        args(&mut command);
+        command.current_dir(self.dir.path()).stdin(Stdio::null());
+        if let Some(o) = self.owner {
+            command.uid(o.uid).gid(o.gid);
+        }
+        let out = command.output().with_context(|| format!("running {}", self.bin.join(program).display()))?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{program} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let data = self.data();
+        if let Err(err) = self.run("pg_ctl", |c| {
+            c.arg("-D").arg(&data).args(["-m", "fast", "-w", "stop"]);
+        }) {
+            eprintln!("stopping the benchmark's PostgreSQL cluster: {err:#}");
+        }
+    }
+}
+
+/// The lines appended to `postgresql.conf`: `settings`, and loopback on `port` with the socket
+/// in `dir` (not the system's socket directory).
+fn conf_lines(settings: &[(&str, &str)], port: u16, dir: &Path) -> String {
+    let mut out = String::from("\n# shardlite bench\n");
+    let fixed = [("listen_addresses", "127.0.0.1".to_owned()), ("port", port.to_string())];
+    for (name, value) in fixed.iter().map(|(n, v)| (*n, v.as_str())).chain(settings.iter().copied()) {
+        let _ = writeln!(out, "{name} = '{value}'");
+    }
+    let _ = writeln!(out, "unix_socket_directories = '{}'", dir.display());
+    out
+}
+
+/// The newest `/usr/lib/postgresql/*/bin` (Debian's layout), else the directory of `initdb` on
+/// the `PATH`.
+fn bin_dir() -> anyhow::Result<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+        .filter(|(_, bin)| bin.join("initdb").exists())
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return Ok(bin);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .find(|dir| dir.join("initdb").exists())
+        .context("no PostgreSQL binaries (initdb) in /usr/lib/postgresql/*/bin or on the PATH: install PostgreSQL")
+}
+
+/// `None` unless we are root; then the `postgres` user (which the packages create).
+fn owner() -> anyhow::Result<Option<Owner>> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let user = nix::unistd::User::from_name("postgres")?
+        .context("running as root, and there is no `postgres` user to run PostgreSQL as")?;
+    Ok(Some(Owner { uid: user.uid.as_raw(), gid: user.gid.as_raw() }))
+}
+
+/// A table name no earlier run used: `bench_<pid>_<seconds>_<nanos>`.
+pub fn fresh_table() -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    format!("bench_{}_{}_{}", std::process::id(), now.as_secs(), now.subsec_nanos())
+}
+
+/// Drops `table` (and its partitions) on the server at `url`.
+pub async fn drop_table(url: &str, table: &str) -> anyhow::Result<()> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let connection = tokio::spawn(connection);
+    client.batch_execute(&format!("DROP TABLE IF EXISTS {table} CASCADE")).await?;
+    drop(client);
+    let _ = connection.await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_is_durable_and_loopback_only() {
+        let text = conf_lines(BENCH_TUNING, 5999, Path::new("/tmp/x"));
+        for line in [
+            "listen_addresses = '127.0.0.1'",
+            "port = '5999'",
+            "fsync = 'on'",
+            "synchronous_commit = 'on'",
+            "shared_buffers = '2GB'",
+            "unix_socket_directories = '/tmp/x'",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        let table = fresh_table();
+        assert!(
+            table.starts_with("bench_")
+                && table.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        );
+        assert_ne!(table, fresh_table());
+    }
+
+    /// Starts a small cluster where PostgreSQL is installed (CI installs it); skipped elsewhere.
+    #[tokio::test]
+    async fn a_cluster_runs_with_its_settings_and_is_removed_when_dropped() {
+        if bin_dir().is_err() {
+            eprintln!("skipped: no PostgreSQL binaries");
+            return;
+        }
+        let cluster = Cluster::start(&[("shared_buffers", "32MB"), ("synchronous_commit", "on")]).unwrap();
+        let dir = cluster.dir.path().to_owned();
+        let (client, connection) = tokio_postgres::connect(&cluster.url, tokio_postgres::NoTls).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let show = |name: &'static str| {
+            let client = &client;
+            async move { client.query_one(&format!("SHOW {name}"), &[]).await.unwrap().get::<_, String>(0) }
+        };
+        assert_eq!(show("shared_buffers").await, "32MB");
+        assert_eq!(show("synchronous_commit").await, "on");
+        assert_eq!(show("listen_addresses").await, "127.0.0.1");
+        client.batch_execute("CREATE TABLE bench_t (k int); INSERT INTO bench_t VALUES (1)").await.unwrap();
+        drop_table(&cluster.url, "bench_t").await.unwrap();
+        let left: i64 =
+            client.query_one("SELECT count(*) FROM pg_class WHERE relname = 'bench_t'", &[]).await.unwrap().get(0);
+        assert_eq!(left, 0);
+        drop(client);
+        let _ = connection.await;
+        drop(cluster);
+        assert!(!dir.exists(), "the cluster's directory is removed");
+    }
+}
