@@ -77,20 +77,11 @@ struct ItemResult {
 pub async fn handle(state: &State, body: Incoming) -> Result<Response, ApiError> {
     let limit = Limit { max: state.options.batch_max_bytes, code: "batch_too_large", what: "the batch" };
     let bytes = body::read(body, limit, state.options.body_timeout).await?;
-    let request: BatchRequest = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_batch", format!("the batch is not valid: {e}")))?;
-    if request.ops.len() > state.options.batch_max_ops {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_many_ops",
-            format!("the batch has {} operations; the most is {}", request.ops.len(), state.options.batch_max_ops),
-        ));
-    }
-    let max_value = state.backend.max_value();
-    let mut results: Vec<Option<ItemResult>> = Vec::with_capacity(request.ops.len());
+    let items = decode_batch(&bytes, state.options.batch_max_ops, state.backend.max_value())?;
+    let mut results: Vec<Option<ItemResult>> = Vec::with_capacity(items.len());
     let (mut ops, mut slots) = (Vec::new(), Vec::new());
-    for (i, wire) in request.ops.into_iter().enumerate() {
-        match to_op(wire, max_value) {
+    for (i, item) in items.into_iter().enumerate() {
+        match item {
             Ok(op) => {
                 ops.push(op);
                 slots.push(i);
@@ -117,6 +108,22 @@ pub async fn handle(state: &State, body: Incoming) -> Result<Response, ApiError>
         resp.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
     }
     Ok(resp)
+}
+
+/// Decodes a `POST /batch` body: a whole-request 4xx error (not the JSON format, more than
+/// `max_ops` operations), or one result per operation in order: the engine's operation, or that
+/// item's own 4xx error (bad key, bad value, value over `max_value`, bad condition).
+pub fn decode_batch(body: &[u8], max_ops: usize, max_value: usize) -> Result<Vec<Result<Op, ApiError>>, ApiError> {
+    let request: BatchRequest = serde_json::from_slice(body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_batch", format!("the batch is not valid: {e}")))?;
+    if request.ops.len() > max_ops {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_many_ops",
+            format!("the batch has {} operations; the most is {max_ops}", request.ops.len()),
+        ));
+    }
+    Ok(request.ops.into_iter().map(|wire| to_op(wire, max_value)).collect())
 }
 
 /// Checks and decodes one operation.
@@ -229,6 +236,18 @@ mod tests {
         );
         let status: Vec<u16> = ops.iter().map(|r| r.as_ref().unwrap_err().status.as_u16()).collect();
         assert_eq!(status, [400, 413, 400, 400, 400]);
+    }
+
+    #[test]
+    fn whole_request_errors_come_before_any_item() {
+        let status = |body: &str| decode_batch(body.as_bytes(), 2, 4).unwrap_err().status.as_u16();
+        assert_eq!(status("not json"), 400);
+        assert_eq!(status(r#"{"ops": [{"op": "get", "key": "aa"}, {"op": "get", "key": "zz"}, {}]}"#), 400);
+        assert_eq!(
+            status(r#"{"ops": [{"op": "get", "key": "aa"}, {"op": "get", "key": "zz"}, {"op": "get", "key": "bb"}]}"#),
+            413
+        );
+        assert_eq!(decode_batch(br#"{"ops": [{"op": "get", "key": "zz"}]}"#, 2, 4).unwrap().len(), 1);
     }
 
     #[test]

@@ -42,6 +42,9 @@ mod service;
 mod stats;
 
 pub use backend::{Backend, BackendError, SqliteBackend};
+/// The `POST /batch` body decoder, exposed for the fuzz targets (`fuzz/`) only.
+#[doc(hidden)]
+pub use batch::decode_batch;
 pub use error::ApiError;
 pub use options::ServerOptions;
 pub use server::{run, run_store};

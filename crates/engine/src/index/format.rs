@@ -121,8 +121,13 @@ impl Header {
         if u32_at(page, 12) as usize != PAGE {
             return Err(format!("page size {}, expected {PAGE}", u32_at(page, 12)));
         }
+        let buckets = u64_at(page, 16);
+        if buckets == 0 {
+            // Files are written with at least one bucket page; a lookup would read past them.
+            return Err("no bucket pages".into());
+        }
         Ok(Self {
-            buckets: u64_at(page, 16),
+            buckets,
             watermark: u64_at(page, 24),
             entries: u64_at(page, 32),
             overflow: u64_at(page, 40),
@@ -130,8 +135,10 @@ impl Header {
         })
     }
 
-    fn file_len(&self) -> u64 {
-        (1 + self.buckets) * PAGE as u64 + self.overflow * 8 + 4
+    /// The length the header implies; `None` if it does not fit a `u64` (a damaged header).
+    fn file_len(&self) -> Option<u64> {
+        let pages = self.buckets.checked_add(1)?.checked_mul(PAGE as u64)?;
+        pages.checked_add(self.overflow.checked_mul(8)?)?.checked_add(4)
     }
 }
 
@@ -187,8 +194,17 @@ impl MainIndex {
         }
         file.read_exact(&mut page).map_err(|e| Error::io(path, &e))?;
         let header = Header::decode(&page).map_err(corrupt)?;
-        if len != header.file_len() {
-            return Err(corrupt(format!("length {len}, header implies {}", header.file_len())));
+        if header.file_len() != Some(len) {
+            return Err(corrupt(format!("length {len}, header implies {:?}", header.file_len())));
+        }
+        // Merges size the next file from the entry count: it must be what the file can hold.
+        // (No overflow: the length check bounds both counts.)
+        let most = header.buckets * PAGE_CAPACITY as u64 + header.overflow;
+        if header.entries > most || header.entries < header.overflow {
+            return Err(corrupt(format!(
+                "{} entries in a file that holds {}..={most}",
+                header.entries, header.overflow
+            )));
         }
         let mut raw = vec![0u8; header.overflow as usize * 8 + 4];
         file.seek(SeekFrom::Start((1 + header.buckets) * PAGE as u64))
@@ -215,7 +231,8 @@ impl MainIndex {
     /// Bytes the file takes on disk.
     pub fn file_bytes(&self) -> u64 {
         if self.file.is_some() {
-            self.header.file_len()
+            // Checked at open: the header's length is the file's.
+            self.header.file_len().unwrap_or(0)
         } else {
             0
         }
@@ -503,6 +520,51 @@ mod tests {
         let mut ids = Vec::new();
         assert!(matches!(index.lookup(0, &mut ids), Err(Error::Corrupt { .. })));
         assert!(index.scan().unwrap().any(|e| e.is_err()));
+    }
+
+    /// Found by the `index_file` fuzz target: sizes whose implied length overflowed a `u64`
+    /// panicked (with overflow checks) or wrapped, instead of being refused.
+    #[test]
+    fn a_header_claiming_huge_sizes_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        for (buckets, overflow) in [(u64::MAX, 0), (u64::MAX / PAGE as u64, 0), (0, u64::MAX / 8), (1, u64::MAX / 16)] {
+            let header = Header { buckets, watermark: 0, entries: overflow, overflow, fingerprint_bits: 32 };
+            std::fs::write(&path, header.encode()).unwrap();
+            assert!(matches!(MainIndex::open(&path), Err(Error::Corrupt { .. })), "{header:?}");
+        }
+    }
+
+    /// Found by the `index_file` fuzz target: an entry count the file cannot hold was accepted,
+    /// and the next merge would have sized its file (and its bucket count) from it.
+    #[test]
+    fn a_header_claiming_more_entries_than_fit_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        let entries: Vec<u64> = (0..1_000u32).map(|i| entry(0xABCD_0000, i)).collect();
+        let header = write_entries(&path, &entries, 1_000);
+        let good = std::fs::read(&path).unwrap();
+        let most = header.buckets * PAGE_CAPACITY as u64 + header.overflow;
+        for claimed in [most + 1, 26_388_279_067_624, header.overflow - 1] {
+            let mut bad = good.clone();
+            bad[..PAGE].copy_from_slice(&Header { entries: claimed, ..header }.encode());
+            std::fs::write(&path, &bad).unwrap();
+            assert!(matches!(MainIndex::open(&path), Err(Error::Corrupt { .. })), "{claimed} entries");
+        }
+    }
+
+    /// Found while reviewing what the `index_file` fuzz target checks (which had not reached it):
+    /// a header of zero buckets opened, and every lookup then read past the pages (an I/O error,
+    /// not `Corrupt`).
+    #[test]
+    fn a_header_of_zero_buckets_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        let header = Header { buckets: 0, watermark: 0, entries: 0, overflow: 0, fingerprint_bits: 32 };
+        let mut bytes = header.encode().to_vec();
+        bytes.extend_from_slice(&crc32c::crc32c(&[]).to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(MainIndex::open(&path), Err(Error::Corrupt { .. })));
     }
 
     #[test]
