@@ -7,22 +7,26 @@ use std::process::Command;
 
 const EXE: &str = env!("CARGO_BIN_EXE_shardlite");
 
-#[test]
-fn a_tiny_matrix_runs_each_configuration_on_its_own_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let html = dir.path().join("matrix.html");
-    let out = Command::new(EXE)
-        .args(["bench", "matrix", "--json", "--configs", "rollback,index-none", "--workloads", "insert"])
-        .args(["--records", "500", "--partitions", "2", "--connections", "4", "--duration", "0.6", "--warmup", "0.2"])
-        .arg("--html")
-        .arg(&html)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+/// Runs `shardlite bench matrix --json` with `args`; its report, checked against the schema,
+/// and its stderr (where the table goes).
+fn matrix(args: &[&[&str]]) -> (serde_json::Value, String) {
+    let out = Command::new(EXE).args(["bench", "matrix", "--json"]).args(args.concat()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let problems = shardlite_bench::schema::validate(&report);
     assert!(problems.is_empty(), "the report breaks its schema:\n{}", problems.join("\n"));
+    (report, stderr)
+}
+
+#[test]
+fn a_tiny_matrix_runs_each_configuration_on_its_own_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("matrix.html");
+    let (report, stderr) = matrix(&[
+        &["--configs", "rollback,index-none", "--workloads", "insert", "--records", "500", "--partitions", "2"],
+        &["--connections", "4", "--duration", "0.6", "--warmup", "0.2", "--html", html.to_str().unwrap()],
+    ]);
 
     let runs = report["runs"].as_array().unwrap();
     let rows = report["matrix"]["configurations"].as_array().unwrap();
@@ -71,17 +75,10 @@ fn with_postgres_the_matrix_has_a_postgres_row_per_connection_count() {
         eprintln!("skipped: SHARDLITE_TEST_POSTGRES not set");
         return;
     };
-    let out = Command::new(EXE)
-        .args(["bench", "matrix", "--json", "--configs", "immediate", "--workloads", "select,insert"])
-        .args(["--records", "500", "--partitions", "2", "--concurrency", "2,4", "--duration", "0.5", "--warmup", "0.2"])
-        .args(["--with-postgres", &url])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let problems = shardlite_bench::schema::validate(&report);
-    assert!(problems.is_empty(), "the report breaks its schema:\n{}", problems.join("\n"));
+    let (report, stderr) = matrix(&[
+        &["--configs", "immediate", "--workloads", "select,insert", "--records", "500", "--partitions", "2"],
+        &["--concurrency", "2,4", "--duration", "0.5", "--warmup", "0.2", "--with-postgres", &url],
+    ]);
     assert_eq!(report["matrix"]["concurrency"], serde_json::json!([2, 4]));
     let rows = report["matrix"]["configurations"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
