@@ -1,7 +1,8 @@
 //! The `index_file` target's property: any bytes, as an index file, open with `Corrupt` or open
-//! with a header the file's length backs, then answer scans and lookups (through the partition's
-//! `HashIndex`, as the store does) with entries or `Corrupt`: never a panic, an out-of-bounds read,
-//! another error, or an allocation the file's size does not bound.
+//! with a header the file's length backs, then answer scans (strictly ascending, as merges need)
+//! and lookups (through the partition's `HashIndex`, as the store does) with entries or
+//! `Corrupt`: never a panic, an out-of-bounds read, another error, or an allocation the file's
+//! size does not bound.
 
 use std::path::Path;
 
@@ -38,7 +39,12 @@ fn check_file(bytes: &[u8]) {
     };
     check_header(main.header(), bytes.len());
     let mut fingerprints = FIXED_FINGERPRINTS.to_vec();
+    let mut last = None;
     for entry in main.scan().expect("starting a scan") {
+        if let Ok(e) = entry {
+            assert!(last < Some(e), "a scan went from {last:?} to {e}: not strictly ascending");
+            last = Some(e);
+        }
         match entry {
             Ok(e) if fingerprints.len() < FIXED_FINGERPRINTS.len() + SCANNED_FINGERPRINTS => {
                 fingerprints.push(entry_fingerprint(e))

@@ -166,6 +166,12 @@ fn page_entries(page: &[u8; PAGE]) -> std::result::Result<impl Iterator<Item = u
     Ok(page[8..8 + 8 * n].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))))
 }
 
+/// Whether `entries` are strictly ascending, as every part of a file must be (a checksum
+/// proves a page is what was written, not that it was written right).
+fn ascending(entries: &[u64]) -> bool {
+    entries.windows(2).all(|w| w[0] < w[1])
+}
+
 /// An open index file (or the empty index of a partition that has none yet).
 #[derive(Debug)]
 pub struct MainIndex {
@@ -214,7 +220,12 @@ impl MainIndex {
         if u32_at(crc, 0) != crc32c::crc32c(body) {
             return Err(corrupt("overflow checksum mismatch".into()));
         }
-        let overflow = body.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        let overflow: Vec<u64> =
+            body.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        // Lookups binary-search the overflow: out of order, they would miss entries.
+        if !ascending(&overflow) {
+            return Err(corrupt("overflow entries out of order".into()));
+        }
         Ok(Self { path: path.to_owned(), file: Some(file), header, overflow })
     }
 
@@ -302,6 +313,15 @@ impl Scan<'_> {
                 what: format!("bucket {}: {what}", self.bucket),
             })?;
             let entries: Vec<u64> = entries.collect();
+            let buckets = self.index.header.buckets;
+            if !ascending(&entries) || entries.iter().any(|e| bucket_of(entry_fingerprint(*e), buckets) != self.bucket)
+            {
+                // A merge writing these would misplace them: refuse, so the index is rebuilt.
+                return Err(Error::Corrupt {
+                    path: self.index.path.clone(),
+                    what: format!("bucket {}: entries out of order or in the wrong bucket", self.bucket),
+                });
+            }
             self.bucket += 1;
             if !entries.is_empty() {
                 self.page = entries.into_iter();
@@ -520,6 +540,47 @@ mod tests {
         let mut ids = Vec::new();
         assert!(matches!(index.lookup(0, &mut ids), Err(Error::Corrupt { .. })));
         assert!(index.scan().unwrap().any(|e| e.is_err()));
+    }
+
+    /// Pages and overflow whose checksums hold but whose entries are out of order (a file
+    /// written wrong, not damaged later) are refused: a scan, and so a merge, fails with
+    /// `Corrupt` rather than write a file whose lookups miss entries.
+    #[test]
+    fn entries_out_of_order_are_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        let entries: Vec<u64> = (0..1_000u32).map(|i| entry(i << 20, i)).collect();
+        let header = write_entries(&path, &entries, 1_000);
+        let good = std::fs::read(&path).unwrap();
+
+        let mut bad = good.clone();
+        let page: &mut [u8; PAGE] = (&mut bad[PAGE..2 * PAGE]).try_into().unwrap();
+        let n = usize::from(u16::from_le_bytes([page[0], page[1]]));
+        assert!(n >= 2, "the first bucket holds entries");
+        let (first, second) = (page[8..16].to_vec(), page[16..24].to_vec());
+        page[8..16].copy_from_slice(&second);
+        page[16..24].copy_from_slice(&first);
+        let crc = page_crc(page, n);
+        page[4..8].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&path, &bad).unwrap();
+        let index = MainIndex::open(&path).unwrap();
+        assert!(matches!(index.scan().unwrap().find(|e| e.is_err()), Some(Err(Error::Corrupt { .. }))));
+
+        // An overflow section out of order: refused at open.
+        let pages_end = (1 + usize::try_from(header.buckets).unwrap()) * PAGE;
+        let mut overflow: Vec<u64> = good[pages_end..good.len() - 4]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(overflow.len() >= 2, "crowded buckets spilled");
+        overflow.swap(0, 1);
+        let body: Vec<u8> = overflow.iter().flat_map(|e| e.to_le_bytes()).collect();
+        let mut bad = good[..pages_end].to_vec();
+        bad.extend_from_slice(&body);
+        bad.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+        std::fs::write(&path, &bad).unwrap();
+        let err = MainIndex::open(&path).unwrap_err();
+        assert!(err.to_string().contains("out of order"), "{err}");
     }
 
     /// Found by the `index_file` fuzz target: sizes whose implied length overflowed a `u64`
