@@ -9,8 +9,8 @@
 //! missing write-ahead log can mean lost commits ([`crate::partition::wal`]). Both files are
 //! empty, so neither can be half written.
 //!
-//! An open ([`DirLock::for_opening`]) goes: [`DirLock::acquire`] (learns [`DirLock::unclean`]), check every partition's
-//! log, [`DirLock::opening`] (the logs are vouched for: forget the old session), open the
+//! An open ([`DirLock::for_opening`]) goes: take the lock (learning [`DirLock::unclean`]), check
+//! every partition's log, forget the old session (the logs are vouched for), open the
 //! partitions, [`DirLock::opened`]. Dropping the lock after that — which its owner does once
 //! every partition is closed, or failed to open and was closed — removes the marker; a
 //! process killed before then leaves it. Dropped before `opening`, the lock leaves the old
@@ -52,8 +52,8 @@ impl DirLock {
     }
 
     /// Takes the lock, checks every partition's log against the last session
-    /// ([`wal::check`]), then forgets that session ([`DirLock::opening`]): what an open does
-    /// before it opens the partitions.
+    /// ([`wal::check`]), then forgets that session: what an open does before it opens the
+    /// partitions.
     pub fn for_opening(layout: &Layout, config: &Config) -> Result<Self> {
         let mut lock = Self::acquire(layout)?;
         for p in 0..config.partitions {
@@ -74,7 +74,7 @@ impl DirLock {
         remove(&self.marker)
     }
 
-    /// Every partition is open: marks the session, until [`DirLock::release`].
+    /// Every partition is open: marks the session, until the lock is dropped.
     pub fn opened(&self) -> Result<()> {
         File::create(&self.marker).and_then(|_| layout::sync_dir(&self.marker)).map_err(|e| Error::io(&self.marker, &e))
     }

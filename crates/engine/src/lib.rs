@@ -2,7 +2,7 @@
 //! index, written by group commit. Synchronous Rust; no HTTP, no async runtime.
 //!
 //! ```text
-//!              Store::get ──hash──> partition p ──index page──> read pool ──> SQLite pNNNN.db
+//!   Store::get/submit_get ──> record cache ──miss──> partition p ──index page──> read pool ──> pNNNN.db
 //!  Store::put/delete/batch ──hash──> queue of writer thread (p % W)   [bounded: Overloaded]
 //!                                      │ drain ≤ max_batch, one BEGIN..COMMIT per partition
 //!                                      ├─> answer every waiter after the commit (Pending)
@@ -10,10 +10,12 @@
 //!                                                                       (merge into pNNNN.idx)
 //! ```
 //!
-//! Threads: `writer_threads` writers, each owning the read-write connection of its partitions;
-//! one maintenance thread for index merges; callers' own threads for reads. Modules:
+//! Threads: `writer_threads` writers, each owning the read-write connection of its partitions
+//! (and invalidating the record cache around each commit); one maintenance thread for index
+//! merges; `lookup_threads` for `submit_get` misses; callers' own threads for `get`. Modules:
 //! [`store`] (the entry point), [`keyhash`] (key -> partition, fingerprint), [`partition`]
-//! (SQL, writer, readers, recovery, check), [`index`] (the compact index and its file format),
+//! (SQL, writer, readers, recovery, the WAL check, check), [`cache`] (recently read records),
+//! [`index`] (the compact index and its file format),
 //! [`manifest`], [`layout`] and [`dirlock`] (what the directory is, where its files are, who has
 //! it open), [`config`].
 

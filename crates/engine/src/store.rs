@@ -1,11 +1,13 @@
 //! [`Store`]: a data directory of partitions, and the only entry point callers use.
 //!
-//! The store validates input, hashes the key to its partition, and either reads on the
-//! caller's thread (through the partition's index and read pool) or hands writes to the
-//! partition's writer thread and returns a [`Pending`] that resolves once the write is
-//! committed. `Pending` is both blockable (`wait`) and a `Future`, so an async server can
-//! await commits without blocking its runtime. Closing (or dropping) the store stops the
-//! maintenance thread, lets the writers finish every queued job, checkpoints and closes.
+//! The store validates input, hashes the key to its partition, and either reads (from the
+//! record cache, else through the partition's index and read pool: on the caller's thread, or
+//! on a lookup thread for `submit_get`) or hands writes to the partition's writer thread and
+//! returns a [`Pending`] that resolves once the write is committed. `Pending` is both
+//! blockable (`wait`) and a `Future`, so an async server can await commits without blocking its
+//! runtime. Opening takes the directory's lock and checks every partition's WAL first
+//! ([`crate::dirlock`]); closing (or dropping) the store stops the maintenance thread, lets the
+//! writers finish every queued job, checkpoints, closes, and releases the lock.
 
 use std::{
     collections::BTreeMap,
