@@ -276,13 +276,13 @@ impl Store {
         if let Some(record) = self.shared.cached(&key) {
             return Ok(PendingGet(Reply::Ready(Ok(Some(record)))));
         }
-        let partition = self.partition_of(&key);
         let (reply, rx) = oneshot::channel();
         let lookups = self.lookups.read().unwrap_or_else(|p| p.into_inner());
         let Some(Lookups { queue, .. }) = lookups.as_ref() else { return Err(Error::Closed) };
         match queue.try_send(LookupJob { key, reply }) {
             Ok(()) => Ok(PendingGet(Reply::Blocking(rx))),
-            Err(TrySendError::Full(_)) => Err(Error::Overloaded { partition }),
+            // Hashed here only for the error; the lookup thread hashes the key it reads.
+            Err(TrySendError::Full(job)) => Err(Error::Overloaded { partition: self.partition_of(&job.key) }),
             Err(TrySendError::Disconnected(_)) => Err(Error::Closed),
         }
     }
