@@ -1,5 +1,5 @@
-//! What a run cost, read from `/proc`: the process's own I/O (`/proc/self/io`), the disk's
-//! (`/proc/diskstats` of the device holding a path) and CPU time; and eviction of files from
+//! What a run cost, read from `/proc` with `procfs`: the process's own I/O (`/proc/self/io`),
+//! the disk's (`/proc/diskstats` of the device holding a path) and CPU time; and eviction of files from
 //! the page cache, so that the next reads really go to the disk.
 
 use std::{fs, os::unix::fs::MetadataExt, path::Path};
@@ -20,28 +20,10 @@ pub struct ProcIo {
 impl ProcIo {
     /// Reads `/proc/self/io` (zeros where it is unavailable).
     pub fn of_self() -> Self {
-        Self::parse(&fs::read_to_string("/proc/self/io").unwrap_or_default())
-    }
-
-    /// Reads `/proc/<pid>/io`.
-    pub fn of_pid(pid: u32) -> Self {
-        Self::parse(&fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default())
-    }
-
-    fn parse(text: &str) -> Self {
-        let mut io = Self::default();
-        for line in text.lines() {
-            let Some((name, v)) = line.split_once(':') else { continue };
-            let v = v.trim().parse().unwrap_or(0);
-            match name {
-                "read_bytes" => io.read_bytes = v,
-                "write_bytes" => io.write_bytes = v,
-                "syscr" => io.syscr = v,
-                "syscw" => io.syscw = v,
-                _ => {}
-            }
-        }
-        io
+        procfs::process::Process::myself().and_then(|me| me.io()).map_or_else(
+            |_| Self::default(),
+            |io| Self { read_bytes: io.read_bytes, write_bytes: io.write_bytes, syscr: io.syscr, syscw: io.syscw },
+        )
     }
 
     /// The change from `earlier` to `self`.
@@ -78,19 +60,9 @@ impl DiskStats {
     /// `/proc/diskstats` (tmpfs, overlay and other virtual file systems).
     pub fn find_for_path(path: &Path) -> Option<Self> {
         let dev = fs::metadata(path).ok()?.dev();
-        let (major, minor) = (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff), (dev & 0xff) | ((dev >> 12) & !0xff));
-        Self::parse(&fs::read_to_string("/proc/diskstats").ok()?, major, minor)
-    }
-
-    fn parse(text: &str, major: u64, minor: u64) -> Option<Self> {
-        text.lines().find_map(|line| {
-            let f: Vec<u64> = line.split_whitespace().map(|w| w.parse().unwrap_or(0)).collect();
-            (f.len() >= 10 && f[0] == major && f[1] == minor).then(|| Self {
-                reads: f[3],
-                sectors_read: f[5],
-                writes: f[7],
-                sectors_written: f[9],
-            })
+        let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+        procfs::diskstats().ok()?.into_iter().find(|d| (d.major as u64, d.minor as u64) == (major, minor)).map(|d| {
+            Self { reads: d.reads, sectors_read: d.sectors_read, writes: d.writes, sectors_written: d.sectors_written }
         })
     }
 
@@ -136,16 +108,6 @@ pub fn evict_page_cache(dir: &Path) -> std::io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_proc_io_and_diskstats() {
-        let io = ProcIo::parse("rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 4096\nwrite_bytes: 8192\n");
-        assert_eq!(io, ProcIo { read_bytes: 4096, write_bytes: 8192, syscr: 3, syscw: 4 });
-        let line = " 254       0 vda 36237 6269 3900754 20578 73142 26296 3167824 12664 2 9740 35039";
-        let d = DiskStats::parse(line, 254, 0);
-        assert_eq!(d, Some(DiskStats { reads: 36237, sectors_read: 3900754, writes: 73142, sectors_written: 3167824 }));
-        assert_eq!(DiskStats::parse(line, 8, 0), None);
-    }
 
     #[test]
     fn the_running_process_has_counters() {

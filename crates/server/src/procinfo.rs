@@ -1,6 +1,5 @@
 //! What the server process has cost so far, for `/stats` and `/metrics`: its `/proc/self/io`
-//! counters and its CPU time. (The server does not depend on the benchmark crate, which reads
-//! the same files for its reports: the binary depends on both, never one on the other.)
+//! counters (read with `procfs`, as the benchmark crate reads them) and its CPU time.
 
 use serde::Serialize;
 
@@ -30,30 +29,23 @@ pub struct ProcessStats {
 impl ProcessStats {
     /// Reads the counters now.
     pub fn read() -> Self {
-        let mut stats = Self::parse_io(&std::fs::read_to_string("/proc/self/io").unwrap_or_default());
+        let mut stats = match procfs::process::Process::myself().and_then(|me| me.io()) {
+            Ok(io) => Self {
+                rchar: io.rchar,
+                wchar: io.wchar,
+                syscr: io.syscr,
+                syscw: io.syscw,
+                read_bytes: io.read_bytes,
+                write_bytes: io.write_bytes,
+                cancelled_write_bytes: io.cancelled_write_bytes,
+                ..Self::default()
+            },
+            Err(_) => Self::default(),
+        };
         if let Ok(usage) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
             let secs = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
             stats.cpu_user_seconds = secs(usage.user_time());
             stats.cpu_system_seconds = secs(usage.system_time());
-        }
-        stats
-    }
-
-    fn parse_io(text: &str) -> Self {
-        let mut stats = Self::default();
-        for line in text.lines() {
-            let Some((name, value)) = line.split_once(':') else { continue };
-            let value = value.trim().parse().unwrap_or(0);
-            match name {
-                "rchar" => stats.rchar = value,
-                "wchar" => stats.wchar = value,
-                "syscr" => stats.syscr = value,
-                "syscw" => stats.syscw = value,
-                "read_bytes" => stats.read_bytes = value,
-                "write_bytes" => stats.write_bytes = value,
-                "cancelled_write_bytes" => stats.cancelled_write_bytes = value,
-                _ => {}
-            }
         }
         stats
     }
@@ -67,14 +59,6 @@ impl ProcessStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_proc_self_io() {
-        let text = "rchar: 10\nwchar: 20\nsyscr: 3\nsyscw: 4\nread_bytes: 4096\nwrite_bytes: 8192\n\
-                    cancelled_write_bytes: 0\n";
-        let s = ProcessStats::parse_io(text);
-        assert_eq!((s.rchar, s.wchar, s.syscr, s.syscw, s.read_bytes, s.write_bytes), (10, 20, 3, 4, 4096, 8192));
-    }
 
     #[test]
     fn reads_this_process() {
