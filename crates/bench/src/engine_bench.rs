@@ -140,8 +140,8 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec
         let store = Store::open(&dir, config)?;
         store.merge_indexes()?;
         let stats = store.stats();
-        let records: u64 = stats.partitions.iter().map(|p| p.records).sum::<u64>().max(1);
-        let index_bytes: u64 = stats.partitions.iter().map(|p| p.index_bytes).sum();
+        let records = stats.sum(|p| p.records).max(1);
+        let index_bytes = stats.sum(|p| p.index_bytes);
         // A reused directory may hold keys inserted by earlier runs: continue after them.
         let next_insert = AtomicU64::new(opts.records.max(records));
         let mut phases = Vec::new();

@@ -694,3 +694,10 @@ pub struct StoreStats {
     /// Commit counters and the requests-per-commit histogram.
     pub writers: MetricsSnapshot,
 }
+
+impl StoreStats {
+    /// The sum over the partitions of one of their figures.
+    pub fn sum(&self, figure: fn(&PartitionStats) -> u64) -> u64 {
+        self.partitions.iter().map(figure).sum()
+    }
+}

@@ -19,7 +19,7 @@ use prometheus_client::{
     },
     registry::Registry,
 };
-use shardlite_engine::{JournalMode, PartitionStats, Store, Synchronous};
+use shardlite_engine::{JournalMode, Store, Synchronous};
 
 use crate::{backend::Backend, procinfo::ProcessStats};
 
@@ -117,7 +117,7 @@ impl Collector for BackendCollector {
 pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
     let stats = store.stats();
     let config = store.config();
-    let sum = |f: fn(&PartitionStats) -> u64| stats.partitions.iter().map(f).sum::<u64>();
+    let sum = |figure| stats.sum(figure);
     let w = &stats.writers;
     gauge(enc, "shardlite_records", "Live records, all partitions", sum(|p| p.records))?;
     gauge(enc, "shardlite_db_bytes", "Bytes of the SQLite database files", sum(|p| p.db_bytes))?;

@@ -84,14 +84,13 @@ pub async fn handle(state: &Arc<State>) -> Result<Response, ApiError> {
 /// The SQLite backend's part of `/stats`. Reads file sizes: call it off the async runtime.
 pub fn sqlite_fields(store: &Store) -> serde_json::Map<String, serde_json::Value> {
     let stats = store.stats();
-    let totals = stats.partitions.iter().fold(Totals::default(), |mut t, p| {
-        t.records += p.records;
-        t.db_bytes += p.db_bytes;
-        t.wal_bytes += p.wal_bytes;
-        t.index_bytes += p.index_bytes;
-        t
-    });
-    let totals = Totals { queued_jobs: stats.queue_depths.iter().sum(), ..totals };
+    let totals = Totals {
+        records: stats.sum(|p| p.records),
+        db_bytes: stats.sum(|p| p.db_bytes),
+        wal_bytes: stats.sum(|p| p.wal_bytes),
+        index_bytes: stats.sum(|p| p.index_bytes),
+        queued_jobs: stats.queue_depths.iter().sum(),
+    };
     match serde_json::to_value(SqliteFields { totals, store: stats, config: store.config() }) {
         Ok(serde_json::Value::Object(map)) => map,
         _ => serde_json::Map::new(),

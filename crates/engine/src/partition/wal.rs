@@ -29,18 +29,18 @@ const MX_FRAME: usize = 16;
 const N_BACKFILL: usize = 2 * HEADER_COPY;
 
 /// Checks partition `p`'s log before its database is opened; `unclean`: the directory was
-/// not closed cleanly. Returns the loss it found and accepted, if any.
-pub fn check(layout: &Layout, p: u32, unclean: bool, accept_loss: bool) -> Result<Option<String>> {
+/// not closed cleanly. A loss is an error unless `accept_loss`, then only logged.
+pub fn check(layout: &Layout, p: u32, unclean: bool, accept_loss: bool) -> Result<()> {
     let (db, wal) = (layout.db(p), layout.wal(p));
     if wal.exists() || !in_wal_mode(&db)? {
-        return Ok(None);
+        return Ok(());
     }
-    let Some(loss) = loss(&layout.shm(p), unclean)? else { return Ok(None) };
+    let Some(loss) = loss(&layout.shm(p), unclean) else { return Ok(()) };
     if !accept_loss {
         return Err(Error::WalMissing { path: wal, detail: loss });
     }
     tracing::error!(partition = p, path = %wal.display(), %loss, "write-ahead log missing; accepted: serving what the database file holds");
-    Ok(Some(loss))
+    Ok(())
 }
 
 /// Whether the database file's header says WAL mode (a new or empty file: no).
@@ -54,21 +54,21 @@ fn in_wal_mode(db: &Path) -> Result<bool> {
 }
 
 /// What was lost with the log, judged from the wal-index at `shm`.
-fn loss(shm: &Path, unclean: bool) -> Result<Option<String>> {
+fn loss(shm: &Path, unclean: bool) -> Option<String> {
     let mut head = [0u8; N_BACKFILL + 4];
     let read = std::fs::File::open(shm).and_then(|mut f| f.read_exact(&mut head));
     match read.ok().and_then(|()| frames_not_backfilled(&head)) {
-        Some(0) => Ok(None),
-        Some(frames) => Ok(Some(format!(
+        Some(0) => None,
+        Some(frames) => Some(format!(
             "the wal-index says {frames} committed page frames had not been copied into the database yet; \
              those commits are lost"
-        ))),
-        None if unclean => Ok(Some(
+        )),
+        None if unclean => Some(
             "the last session did not close the directory cleanly, so commits since its last checkpoint \
              may be lost"
                 .to_owned(),
-        )),
-        None => Ok(None),
+        ),
+        None => None,
     }
 }
 
