@@ -118,11 +118,9 @@ impl Drop for Server {
     }
 }
 
-/// `VmRSS` of `/proc/<pid>/status` in KiB; `None` if the process is gone.
+/// `VmRSS` of `/proc/<pid>/status` in KiB (as the benchmark reads it); `None` if the process is gone.
 pub fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    shardlite_bench::cost::rss_bytes(pid).map(|bytes| bytes / 1024)
 }
 
 /// An HTTP client that ignores proxy settings and gives up on a request after 30 s.
