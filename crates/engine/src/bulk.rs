@@ -115,12 +115,12 @@ pub fn load(
 ) -> Result<LoadSummary> {
     let Plan { dataset, count, chunk } = *plan;
     let layout = Layout::new(dir);
-    let config = open_manifest(&layout, config)?;
+    let (config, mut manifest) = open_manifest(&layout, config)?;
     let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
     let bulk =
         Config { synchronous: Synchronous::Off, checkpoint_pages: 16_384, cache_size_kib: 16_384, ..config.clone() };
     // Declared before the partitions, so dropped after them: on success and on failure alike.
-    let lock = DirLock::for_opening(&layout, &config)?;
+    let lock = DirLock::for_opening(&layout, &config, &mut manifest)?;
     let parts: Vec<Mutex<Part>> = (0..config.partitions)
         .map(|p| open_part(&layout, p, &bulk, hasher, dataset).map(Mutex::new))
         .collect::<Result<_>>()?;
@@ -156,19 +156,22 @@ pub fn load(
 }
 
 /// Creates the manifest or checks it against `config`; returns `config` with the directory's
-/// fixed settings.
-fn open_manifest(layout: &Layout, config: &Config) -> Result<Config> {
+/// fixed settings, and the manifest.
+fn open_manifest(layout: &Layout, config: &Config) -> Result<(Config, Manifest)> {
     config.validate()?;
     let mut config = config.clone();
-    if layout.manifest().exists() {
+    let manifest = if layout.manifest().exists() {
         let manifest = Manifest::read(&layout.manifest())?;
         manifest.check_matches(&config, &layout.manifest())?;
         manifest.apply_to(&mut config);
+        manifest
     } else {
         std::fs::create_dir_all(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
-        Manifest::for_config(&config).write(&layout.manifest())?;
-    }
-    Ok(config)
+        let manifest = Manifest::for_config(&config);
+        manifest.write(&layout.manifest())?;
+        manifest
+    };
+    Ok((config, manifest))
 }
 
 fn open_part(layout: &Layout, p: u32, config: &Config, hasher: KeyHasher, dataset: Dataset) -> Result<Part> {

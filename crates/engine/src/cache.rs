@@ -135,7 +135,7 @@ mod tests {
     use super::*;
 
     fn record(counter: u64) -> Record {
-        Record { counter, value: vec![b'v'; 10] }
+        Record { version: crate::Version { epoch: 1, id: 1, counter }, value: vec![b'v'; 10] }
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! empty, so neither can be half written.
 //!
 //! An open ([`DirLock::for_opening`]) goes: take the lock (learning [`DirLock::unclean`]), check
-//! every partition's log, forget the old session (the logs are vouched for), open the
+//! every partition's log, start a new epoch if the last session may have lost state it had
+//! shown ([`Manifest::start_epoch`]: durable before the old session is forgotten, so a crash
+//! right after cannot hide it), forget the old session (the logs are vouched for), open the
 //! partitions, [`DirLock::opened`]. Dropping the lock after that — which its owner does once
 //! every partition is closed, or failed to open and was closed — removes the marker; a
 //! process killed before then leaves it. Dropped before `opening`, the lock leaves the old
@@ -26,7 +28,7 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::{
     layout::{self, Layout},
     partition::wal,
-    Config, Error, Result,
+    Config, Error, Manifest, Result,
 };
 
 /// The held lock of a data directory.
@@ -52,12 +54,18 @@ impl DirLock {
     }
 
     /// Takes the lock, checks every partition's log against the last session
-    /// ([`wal::check`]), then forgets that session: what an open does before it opens the
-    /// partitions.
-    pub fn for_opening(layout: &Layout, config: &Config) -> Result<Self> {
+    /// ([`wal::check`]), starts a new epoch in `manifest` (written to the directory) if that
+    /// session did not close or lost commits, then forgets that session: what an open does
+    /// before it opens the partitions.
+    pub fn for_opening(layout: &Layout, config: &Config, manifest: &mut Manifest) -> Result<Self> {
         let mut lock = Self::acquire(layout)?;
+        let mut lost = false;
         for p in 0..config.partitions {
-            wal::check(layout, p, lock.unclean, config.accept_wal_loss)?;
+            lost |= wal::check(layout, p, lock.unclean, config.accept_wal_loss)?;
+        }
+        if lock.unclean || lost || manifest.needs_epoch() {
+            manifest.start_epoch();
+            manifest.write(&layout.manifest())?;
         }
         lock.opening()?;
         Ok(lock)

@@ -33,10 +33,10 @@ pub enum Error {
     #[error("key not found")]
     NotFound,
     /// A write's condition did not hold.
-    #[error("condition failed: the record's counter is {current:?}")]
+    #[error("{}", condition_failed(current))]
     ConditionFailed {
-        /// The record's counter when the condition was evaluated (`None`: no record).
-        current: Option<u64>,
+        /// The record's version when the condition was evaluated (`None`: no record).
+        current: Option<crate::Version>,
     },
     /// The operation needs lookups by key, which this index mode does not offer.
     #[error("index mode `none` is append-only: {operation} needs lookups by key")]
@@ -117,6 +117,13 @@ pub enum Error {
     /// The store is shutting down or closed.
     #[error("the store is closed")]
     Closed,
+}
+
+fn condition_failed(current: &Option<crate::Version>) -> String {
+    match current {
+        Some(version) => format!("the condition does not hold: the record is now at version {version}"),
+        None => "the condition does not hold: no record exists for this key".to_owned(),
+    }
 }
 
 impl Error {

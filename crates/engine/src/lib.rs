@@ -38,7 +38,7 @@ pub use config::{Config, IndexMode, JournalMode, Synchronous, TxMode};
 pub use error::{Error, Result};
 pub use keyhash::{KeyHash, KeyHasher};
 pub use manifest::Manifest;
-pub use ops::{Condition, Op, Outcome, Record, Written};
+pub use ops::{Condition, Op, Outcome, Record, Version, Written};
 pub use partition::check::PartitionCheck;
 pub use store::{PartitionStats, Pending, PendingBatch, Store, StoreStats};
 

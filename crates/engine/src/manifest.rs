@@ -1,15 +1,23 @@
-//! The manifest `shardlite.toml`: what a data directory is, fixed when it is created.
+//! The manifest `shardlite.toml`: what a data directory is, fixed when it is created, and its
+//! epoch.
 //!
 //! A TOML file whose last line is `checksum = "<crc32c of every byte before that line>"`, so a
 //! torn or hand-edited manifest is caught. Opening refuses a directory whose manifest is from a
 //! newer format or disagrees with what the caller asked for.
+//!
+//! The epoch is part of every record's [`crate::Version`]. It changes only when an open finds
+//! that the last session may have lost state it had already shown (it did not close, or a log
+//! was lost): then versions shown before could otherwise be given again to other values. A new
+//! epoch is later than every earlier one and, being at least the Unix time in seconds, than
+//! any epoch an older copy of the directory (a restored backup) could have reached before now.
+//! Format 1 had no epoch; such a directory gets one at its first open by this build.
 
 use serde::{Deserialize, Serialize};
 
 use crate::{config::IndexMode, layout, Config, Error, Result};
 
-/// The manifest format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The manifest format this build writes (it reads this one and format 1, which had no epoch).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// What a data directory is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +33,9 @@ pub struct Manifest {
     pub index: IndexMode,
     /// Fingerprint width (32 except in collision tests).
     pub fingerprint_bits: u8,
+    /// The directory's epoch (0: none yet, a format 1 manifest).
+    #[serde(default)]
+    pub epoch: u64,
 }
 
 const CHECKSUM_PREFIX: &str = "checksum = \"";
@@ -38,7 +49,20 @@ impl Manifest {
             hash_seed: config.hash_seed,
             index: config.index,
             fingerprint_bits: config.fingerprint_bits,
+            epoch: unix_seconds().max(1),
         }
+    }
+
+    /// Whether the directory has no epoch yet (made by a build before epochs).
+    pub fn needs_epoch(&self) -> bool {
+        self.epoch == 0 || self.format_version < FORMAT_VERSION
+    }
+
+    /// Moves to a new epoch, later than the current one and at least the Unix time; the caller
+    /// writes the manifest before anything of the new epoch is shown.
+    pub fn start_epoch(&mut self) {
+        self.epoch = (self.epoch + 1).max(unix_seconds());
+        self.format_version = FORMAT_VERSION;
     }
 
     /// Writes the manifest atomically.
@@ -112,6 +136,10 @@ impl Manifest {
     }
 }
 
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +159,24 @@ mod tests {
 
         std::fs::write(&path, &text[..text.len() / 2]).unwrap();
         assert!(Manifest::read(&path).is_err());
+    }
+
+    #[test]
+    fn a_format_1_manifest_reads_without_an_epoch_and_epochs_only_grow() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shardlite.toml");
+        let body = "format_version = 1\npartitions = 4\nhash_seed = 9\nindex = \"hash\"\nfingerprint_bits = 32\n";
+        std::fs::write(&path, format!("{body}checksum = \"{:08x}\"\n", crc32c::crc32c(body.as_bytes()))).unwrap();
+        let mut m = Manifest::read(&path).unwrap();
+        assert_eq!((m.format_version, m.epoch), (1, 0));
+        assert!(m.needs_epoch());
+        m.start_epoch();
+        assert!(m.epoch >= unix_seconds() && !m.needs_epoch());
+        let first = m.epoch;
+        m.start_epoch();
+        assert!(m.epoch > first, "a new epoch is later even within the same second");
+        m.write(&path).unwrap();
+        assert_eq!(Manifest::read(&path).unwrap(), m);
     }
 
     #[test]

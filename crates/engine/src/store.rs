@@ -31,7 +31,7 @@ use crate::{
     maintenance,
     manifest::Manifest,
     metrics::{Metrics, MetricsSnapshot},
-    ops::{Condition, Op, Outcome, Record, Written},
+    ops::{Condition, Op, Outcome, Record, Version, Written},
     partition::{
         check::PartitionCheck,
         writer::{self, Job, Maintenance, RequestResult, WriteRequest, WriterThread},
@@ -183,10 +183,10 @@ impl Store {
         Self::start(layout, config, manifest)
     }
 
-    fn start(layout: Layout, config: Config, manifest: Manifest) -> Result<Self> {
+    fn start(layout: Layout, config: Config, mut manifest: Manifest) -> Result<Self> {
         config.validate()?;
         ensure_fd_budget(&config)?;
-        let lock = DirLock::for_opening(&layout, &config)?;
+        let lock = DirLock::for_opening(&layout, &config, &mut manifest)?;
         let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
         let threads = config.writer_threads.min(config.partitions as usize);
         let metrics = Arc::new(Metrics::default());
@@ -195,7 +195,7 @@ impl Store {
         let mut owned: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
         let mut partitions = Vec::with_capacity(config.partitions as usize);
         for p in 0..config.partitions {
-            let (partition, writer) = Partition::open(&layout, p, &config, hasher)?;
+            let (partition, writer) = Partition::open(&layout, p, &config, hasher, manifest.epoch)?;
             partitions.push(partition);
             owned[writer::owner(p, threads)].push(writer);
         }
@@ -295,10 +295,10 @@ impl Store {
         }
     }
 
-    /// Deletes a record if `condition` holds; blocks until committed. Returns its last counter.
-    pub fn delete(&self, key: &[u8], condition: Condition) -> Result<u64> {
+    /// Deletes a record if `condition` holds; blocks until committed. Returns its last version.
+    pub fn delete(&self, key: &[u8], condition: Condition) -> Result<Version> {
         match self.submit(Op::Delete { key: key.to_vec(), condition })?.wait()? {
-            Outcome::Deleted { counter } => Ok(counter),
+            Outcome::Deleted { version } => Ok(version),
             other => unreachable!("a delete answered {other:?}"),
         }
     }

@@ -7,7 +7,7 @@ mod common;
 
 use shardlite_engine::{
     bulk::{self, Dataset, Plan},
-    Condition, Config, IndexMode, Record, Store,
+    Condition, Config, IndexMode, Store,
 };
 
 const DATASET: Dataset = Dataset { seed: 9, key_size: 32, value_size: 12 };
@@ -17,8 +17,8 @@ fn generate(i: u64, key: &mut Vec<u8>, value: &mut Vec<u8>) {
     value.extend_from_slice(format!("v{i:011}").as_bytes());
 }
 
-fn expected(i: u64) -> Option<Record> {
-    Some(Record { counter: 1, value: format!("v{i:011}").into_bytes() })
+fn expected(i: u64) -> Option<(u64, Vec<u8>)> {
+    Some((1, format!("v{i:011}").into_bytes()))
 }
 
 fn load(dir: &std::path::Path, config: &Config, count: u64, chunk: u64) -> bulk::LoadSummary {
@@ -28,7 +28,7 @@ fn load(dir: &std::path::Path, config: &Config, count: u64, chunk: u64) -> bulk:
 fn assert_served(dir: &std::path::Path, config: &Config, upto: u64) {
     let store = Store::open(dir, config.clone()).unwrap();
     for i in (0..upto).step_by(7) {
-        assert_eq!(store.get(&common::key(i as u32)).unwrap(), expected(i), "record {i}");
+        assert_eq!(common::counted(store.get(&common::key(i as u32)).unwrap()), expected(i), "record {i}");
     }
     assert_eq!(store.get(&common::key(upto as u32)).unwrap(), None);
     let checks = store.check().unwrap();
@@ -59,7 +59,7 @@ fn a_loaded_directory_takes_writes_and_keeps_its_index_on_disk() {
     let stats = store.stats();
     assert_eq!(stats.partitions.iter().map(|p| p.index_file_entries).sum::<u64>(), 10_000);
     assert_eq!(stats.partitions.iter().map(|p| p.index_recent_entries).sum::<u64>(), 0);
-    assert_eq!(store.put(&common::key(5), b"new".to_vec(), Condition::None).unwrap().counter, 2);
+    assert_eq!(store.put(&common::key(5), b"new".to_vec(), Condition::None).unwrap().version.counter, 2);
     assert!(store.put(&common::key(10_000), b"x".to_vec(), Condition::Absent).unwrap().created);
 }
 

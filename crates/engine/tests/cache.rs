@@ -34,7 +34,7 @@ fn an_acknowledged_write_is_never_hidden_by_a_cached_older_value() {
                         let written = store.put(&key(i), value(i, version), Condition::None).unwrap();
                         let read = store.submit_get(key(i)).unwrap().wait().unwrap().unwrap();
                         assert!(
-                            read.counter >= written.counter,
+                            read.version.counter >= written.version.counter,
                             "key {i}: acknowledged {written:?}, then read {read:?}"
                         );
                     }
@@ -48,8 +48,9 @@ fn an_acknowledged_write_is_never_hidden_by_a_cached_older_value() {
                 while Instant::now() < deadline {
                     for i in 0..KEYS {
                         let read = store.get(&key(i)).unwrap().unwrap();
-                        assert!(read.counter >= seen[i as usize], "key {i}: counter went back to {}", read.counter);
-                        seen[i as usize] = read.counter;
+                        let counter = read.version.counter;
+                        assert!(counter >= seen[i as usize], "key {i}: counter went back to {counter}");
+                        seen[i as usize] = counter;
                     }
                 }
             });

@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use shardlite_engine::{Condition, Config, IndexMode, Record, Store, Synchronous};
+use shardlite_engine::{Condition, Config, IndexMode, Store, Synchronous};
 
 const THREADS: u32 = 6;
 const KEYS_PER_THREAD: u32 = 50;
@@ -37,7 +37,8 @@ fn config() -> Config {
 /// What the parent knows of one key: the last acknowledged state, and the write in flight.
 #[derive(Debug, Clone, Default)]
 struct KeyLog {
-    acked: Option<Record>,
+    /// `(counter, value)` of the last acknowledged write; `None`: absent.
+    acked: Option<(u64, Vec<u8>)>,
     in_flight: Option<Option<Vec<u8>>>,
 }
 
@@ -82,15 +83,10 @@ fn acknowledged_writes_survive_sigkill() {
 
         let store = Store::open(dir.path(), config()).unwrap();
         for (k, log) in known.iter_mut() {
-            let got = store.get(&common::key(*k)).unwrap();
+            let got = common::counted(store.get(&common::key(*k)).unwrap());
             let acceptable = got == log.acked
                 || match &log.in_flight {
-                    Some(Some(v)) => {
-                        got == Some(Record {
-                            counter: log.acked.as_ref().map_or(1, |r| r.counter + 1),
-                            value: v.clone(),
-                        })
-                    }
+                    Some(Some(v)) => got == Some((log.acked.as_ref().map_or(1, |(counter, _)| counter + 1), v.clone())),
                     Some(None) => got.is_none(),
                     None => false,
                 };
@@ -114,7 +110,7 @@ fn apply_log(known: &mut HashMap<u32, KeyLog>, lines: &[String]) -> usize {
             ["begin-delete", k] => known.entry(k.parse().unwrap()).or_default().in_flight = Some(None),
             ["ack", k, counter, v] => {
                 let log = known.entry(k.parse().unwrap()).or_default();
-                log.acked = Some(Record { counter: counter.parse().unwrap(), value: v.as_bytes().to_vec() });
+                log.acked = Some((counter.parse().unwrap(), v.as_bytes().to_vec()));
                 log.in_flight = None;
                 acks += 1;
             }
@@ -160,7 +156,7 @@ fn crash_child() {
                         let v = format!("r{round}t{t}s{seq}");
                         say(format!("begin {k} {v}"));
                         let w = store.put(&key, v.clone().into_bytes(), Condition::None).unwrap();
-                        say(format!("ack {k} {} {v}", w.counter));
+                        say(format!("ack {k} {} {v}", w.version.counter));
                     }
                 }
             })

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{key, small_config, value};
-use shardlite_engine::{Condition, Config, IndexMode, Record, Store};
+use shardlite_engine::{Condition, Config, IndexMode, Store};
 
 const N: u32 = 3_000;
 
@@ -30,7 +30,7 @@ fn index_file(dir: &Path) -> PathBuf {
 
 fn assert_all_present(store: &Store) {
     for i in 0..N {
-        assert_eq!(store.get(&key(i)).unwrap(), Some(Record { counter: 1, value: value(i, 0) }), "key {i}");
+        assert_eq!(common::counted(store.get(&key(i)).unwrap()), Some((1, value(i, 0))), "key {i}");
     }
     let checks = store.check().unwrap();
     assert!(checks.iter().all(|c| c.is_ok()), "{checks:?}");
@@ -59,7 +59,7 @@ fn a_garbled_index_page_is_detected_on_lookup_and_rebuilt() {
     let store = Store::open(dir.path(), config()).unwrap();
     assert_all_present(&store);
     // Writes that need a lookup also repair the index rather than fail.
-    assert_eq!(store.put(&key(1), value(1, 1), Condition::None).unwrap().counter, 2);
+    assert_eq!(store.put(&key(1), value(1, 1), Condition::None).unwrap().version.counter, 2);
 }
 
 #[test]

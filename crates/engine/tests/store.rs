@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{key, small_config, value};
-use shardlite_engine::{Condition, Config, Error, IndexMode, Op, Outcome, Record, Store, Written};
+use common::{counted, key, small_config, value};
+use shardlite_engine::{Condition, Config, Error, IndexMode, Op, Outcome, Store, Version};
 
 fn all_modes() -> [IndexMode; 2] {
     [IndexMode::Hash, IndexMode::Sqlite]
@@ -18,14 +18,20 @@ fn put_get_update_delete_in_every_indexed_mode() {
         let store = Store::create(dir.path(), small_config(mode)).unwrap();
         let k = key(1);
         assert_eq!(store.get(&k).unwrap(), None, "{mode}");
-        assert_eq!(store.put(&k, b"one".to_vec(), Condition::None).unwrap(), Written { counter: 1, created: true });
-        assert_eq!(store.put(&k, b"two".to_vec(), Condition::None).unwrap(), Written { counter: 2, created: false });
-        assert_eq!(store.get(&k).unwrap(), Some(Record { counter: 2, value: b"two".to_vec() }));
-        assert_eq!(store.delete(&k, Condition::None).unwrap(), 2);
+        let one = store.put(&k, b"one".to_vec(), Condition::None).unwrap();
+        assert_eq!((one.version.counter, one.created), (1, true));
+        let two = store.put(&k, b"two".to_vec(), Condition::None).unwrap();
+        assert_eq!((two.version.counter, two.created), (2, false));
+        assert_eq!(two.version, Version { counter: 2, ..one.version }, "an update keeps the record's id");
+        let read = store.get(&k).unwrap().unwrap();
+        assert_eq!((read.version, read.value), (two.version, b"two".to_vec()));
+        assert_eq!(store.delete(&k, Condition::None).unwrap(), two.version);
         assert_eq!(store.get(&k).unwrap(), None);
         assert_eq!(store.delete(&k, Condition::None), Err(Error::NotFound));
-        // A key inserted again after a delete starts its counter over.
-        assert_eq!(store.put(&k, b"three".to_vec(), Condition::None).unwrap().counter, 1);
+        // A key inserted again after a delete starts its counter over, as a new record.
+        let three = store.put(&k, b"three".to_vec(), Condition::None).unwrap();
+        assert_eq!(three.version.counter, 1);
+        assert_ne!(three.version, one.version, "{mode}: a new life of the key, a new version");
     }
 }
 
@@ -34,16 +40,32 @@ fn conditional_writes() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
     let k = key(7);
-    assert_eq!(store.put(&k, b"x".to_vec(), Condition::Present), Err(Error::NotFound));
-    assert_eq!(store.put(&k, b"x".to_vec(), Condition::Counter(1)), Err(Error::NotFound));
-    assert!(store.put(&k, b"x".to_vec(), Condition::Absent).unwrap().created);
-    assert_eq!(store.put(&k, b"y".to_vec(), Condition::Absent), Err(Error::ConditionFailed { current: Some(1) }));
-    assert_eq!(store.put(&k, b"y".to_vec(), Condition::Counter(5)), Err(Error::ConditionFailed { current: Some(1) }));
-    assert_eq!(store.put(&k, b"y".to_vec(), Condition::Counter(1)).unwrap().counter, 2);
-    assert_eq!(store.put(&k, b"z".to_vec(), Condition::Present).unwrap().counter, 3);
-    assert_eq!(store.delete(&k, Condition::Counter(2)), Err(Error::ConditionFailed { current: Some(3) }));
+    let absent = Error::ConditionFailed { current: None };
+    assert_eq!(store.put(&k, b"x".to_vec(), Condition::Present), Err(absent.clone()));
+    assert_eq!(store.put(&k, b"x".to_vec(), Condition::UnknownVersion), Err(absent.clone()));
+    let x = store.put(&k, b"x".to_vec(), Condition::Absent).unwrap();
+    assert!(x.created);
+    let failed = |v: Version| Error::ConditionFailed { current: Some(v) };
+    assert_eq!(store.put(&k, b"y".to_vec(), Condition::Absent), Err(failed(x.version)));
+    let wrong = Version { counter: 5, ..x.version };
+    assert_eq!(store.put(&k, b"y".to_vec(), Condition::Version(wrong)), Err(failed(x.version)));
+    assert_eq!(store.put(&k, b"y".to_vec(), Condition::UnknownVersion), Err(failed(x.version)));
+    let y = store.put(&k, b"y".to_vec(), Condition::Version(x.version)).unwrap();
+    assert_eq!(y.version.counter, 2);
+    let z = store.put(&k, b"z".to_vec(), Condition::Present).unwrap();
+    assert_eq!(z.version.counter, 3);
+    assert_eq!(store.delete(&k, Condition::Version(y.version)), Err(failed(z.version)));
     assert_eq!(store.get(&k).unwrap().unwrap().value, b"z");
-    assert_eq!(store.delete(&k, Condition::Counter(3)), Ok(3));
+    assert_eq!(store.delete(&k, Condition::Version(z.version)), Ok(z.version));
+    assert_eq!(store.delete(&k, Condition::Version(z.version)), Err(absent.clone()), "If-Match on an absent key");
+    assert_eq!(store.delete(&k, Condition::Present), Err(absent));
+    // The key's next life: the versions of the last one match nothing.
+    let again = store.put(&k, b"again".to_vec(), Condition::None).unwrap();
+    assert_eq!(again.version.counter, 1);
+    for stale in [x.version, y.version, z.version] {
+        assert_eq!(store.put(&k, b"lost".to_vec(), Condition::Version(stale)), Err(failed(again.version)));
+    }
+    assert_eq!(store.get(&k).unwrap().unwrap().value, b"again");
 }
 
 #[test]
@@ -80,10 +102,12 @@ fn batches_apply_in_order_and_answer_per_operation() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
     let (a, b) = (key(1), key(2));
+    let first = store.batch(vec![Op::Put { key: a.clone(), value: b"1".to_vec(), condition: Condition::Absent }]);
+    let Ok(Outcome::Written(written)) = first.unwrap().remove(0) else { panic!("the insert failed") };
+    let (va, vb) = (written.version, |counter| Version { counter, ..written.version });
     let results = store
         .batch(vec![
-            Op::Put { key: a.clone(), value: b"1".to_vec(), condition: Condition::Absent },
-            Op::Put { key: a.clone(), value: b"2".to_vec(), condition: Condition::Counter(1) },
+            Op::Put { key: a.clone(), value: b"2".to_vec(), condition: Condition::Version(va) },
             Op::Get { key: a.clone() },
             Op::Put { key: a.clone(), value: b"x".to_vec(), condition: Condition::Absent },
             Op::Delete { key: b.clone(), condition: Condition::None },
@@ -92,20 +116,21 @@ fn batches_apply_in_order_and_answer_per_operation() {
             Op::Get { key: b.clone() },
         ])
         .unwrap();
-    assert_eq!(
-        results,
-        vec![
-            Ok(Outcome::Written(Written { counter: 1, created: true })),
-            Ok(Outcome::Written(Written { counter: 2, created: false })),
-            Ok(Outcome::Found(Some(Record { counter: 2, value: b"2".to_vec() }))),
-            Err(Error::ConditionFailed { current: Some(2) }),
-            Err(Error::NotFound),
-            Ok(Outcome::Written(Written { counter: 1, created: true })),
-            Ok(Outcome::Deleted { counter: 1 }),
-            Ok(Outcome::Found(None)),
-        ]
-    );
-    assert_eq!(store.get(&a).unwrap().unwrap().counter, 2);
+    let shape: Vec<String> = results
+        .iter()
+        .map(|r| match r {
+            Ok(Outcome::Written(w)) => format!("written {} {}", w.version.counter, w.created),
+            Ok(Outcome::Found(Some(r))) => format!("found {} {}", r.version.counter, String::from_utf8_lossy(&r.value)),
+            Ok(Outcome::Found(None)) => "found nothing".into(),
+            Ok(Outcome::Deleted { version }) => format!("deleted {}", version.counter),
+            Err(e) => format!("{e:?}"),
+        })
+        .collect();
+    let failed = format!("{:?}", Error::ConditionFailed { current: Some(vb(2)) });
+    let expected =
+        ["written 2 false", "found 2 2", &failed, "NotFound", "written 1 true", "deleted 1", "found nothing"];
+    assert_eq!(shape, expected);
+    assert_eq!(store.get(&a).unwrap().unwrap().version, vb(2));
     assert_eq!(store.get(&b).unwrap(), None);
     let err = store.batch(vec![Op::Get { key: a }, Op::Get { key: Vec::new() }]).unwrap_err();
     assert!(matches!(err, Error::InvalidKey { .. }));
@@ -132,11 +157,11 @@ fn data_survives_reopen_and_merges() {
     }
     let store = Store::open(dir.path(), config).unwrap();
     for i in 0..1_000 {
-        let got = store.get(&key(i)).unwrap();
+        let got = counted(store.get(&key(i)).unwrap());
         let expected = match (i % 5, i % 3) {
             (0, _) => None,
-            (_, 0) => Some(Record { counter: 2, value: value(i, 1) }),
-            _ => Some(Record { counter: 1, value: value(i, 0) }),
+            (_, 0) => Some((2, value(i, 1))),
+            _ => Some((1, value(i, 0))),
         };
         assert_eq!(got, expected, "key {i}");
     }
@@ -181,6 +206,49 @@ fn the_manifest_guards_the_directory() {
     assert_eq!(reopened.config().partitions, 4);
     let empty = tempfile::tempdir().unwrap();
     assert!(matches!(Store::open(empty.path(), Config::default()), Err(Error::Io { .. })));
+}
+
+/// A directory made before epochs (manifest format 1) opens, keeps its records and gets an
+/// epoch; a clean reopen keeps the epoch and every version.
+#[test]
+fn a_format_1_directory_gets_an_epoch_and_clean_reopens_keep_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(IndexMode::Hash);
+    let written = {
+        let store = Store::create(dir.path(), config.clone()).unwrap();
+        store.put(&key(1), value(1, 0), Condition::None).unwrap().version
+    };
+    let path = shardlite_engine::layout::Layout::new(dir.path()).manifest();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with("epoch") && !l.starts_with("checksum"))
+        .map(|l| format!("{}\n", l.replace("format_version = 2", "format_version = 1")))
+        .collect();
+    std::fs::write(&path, format!("{body}checksum = \"{:08x}\"\n", crc32c_of(body.as_bytes()))).unwrap();
+    assert_eq!(shardlite_engine::Manifest::read(&path).unwrap().epoch, 0);
+
+    let store = Store::open(dir.path(), config.clone()).unwrap();
+    let epoch = store.manifest().epoch;
+    assert!(epoch > 0 && store.manifest().format_version == 2);
+    let read = store.get(&key(1)).unwrap().unwrap();
+    assert_eq!((read.version.id, read.version.counter, read.value), (written.id, 1, value(1, 0)));
+    drop(store);
+    let store = Store::open(dir.path(), config).unwrap();
+    assert_eq!(store.manifest().epoch, epoch, "a clean reopen keeps the epoch");
+    assert_eq!(store.get(&key(1)).unwrap().unwrap().version, read.version);
+}
+
+/// crc32c (Castagnoli), bit by bit: the manifest's checksum, computed independently.
+fn crc32c_of(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+        }
+    }
+    !crc
 }
 
 #[test]
@@ -231,14 +299,14 @@ fn async_callers_await_commits() {
     let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
     let pending = store.submit(Op::Put { key: key(3), value: value(3, 0), condition: Condition::None }).unwrap();
     let outcome = block_on(pending).unwrap();
-    assert_eq!(outcome, Outcome::Written(Written { counter: 1, created: true }));
+    assert!(matches!(outcome, Outcome::Written(w) if w.created && w.version.counter == 1), "{outcome:?}");
     assert_eq!(block_on(store.submit_get(key(3)).unwrap()).unwrap().unwrap().value, value(3, 0));
     assert_eq!(store.submit_get(key(4)).unwrap().wait(), Ok(None));
     assert!(matches!(store.submit_get(Vec::new()), Err(Error::InvalidKey { .. })));
     let batch = store.submit_batch(vec![Op::Get { key: key(3) }, Op::Get { key: key(4) }]).unwrap();
     let results = block_on(batch.resolve());
     assert_eq!(results[1], Ok(Outcome::Found(None)));
-    assert!(matches!(&results[0], Ok(Outcome::Found(Some(r))) if r.counter == 1));
+    assert!(matches!(&results[0], Ok(Outcome::Found(Some(r))) if r.version.counter == 1));
 }
 
 /// A minimal executor: polls the future, parking the thread until its waker fires.

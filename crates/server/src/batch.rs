@@ -5,14 +5,15 @@
 
 use hyper::{body::Incoming, header::HeaderValue, header::RETRY_AFTER, StatusCode};
 use serde::{Deserialize, Serialize};
-use shardlite_engine::{Condition, Error as EngineError, Op, Outcome};
+use shardlite_engine::{Condition, Error as EngineError, Op, Outcome, Version};
 
 use crate::{
     backend::BackendError,
     body::{self, Limit},
+    conditional::{parse_tags, write_condition},
     error::ApiError,
     key::{decode, parse_key},
-    response::{self, Response},
+    response::{self, etag_text, Response},
     service::State,
 };
 
@@ -33,24 +34,18 @@ enum WireOp {
     Put {
         key: String,
         value: String,
+        /// An entity tag as the `ETag` header (or a result's `etag`) gives it, or `"*"`;
+        /// anything else is this item's 400, so it is taken as any JSON value.
         #[serde(default)]
-        if_match: Option<IfMatch>,
+        if_match: Option<serde_json::Value>,
         #[serde(default)]
         if_none_match: Option<String>,
     },
     Delete {
         key: String,
         #[serde(default)]
-        if_match: Option<IfMatch>,
+        if_match: Option<serde_json::Value>,
     },
-}
-
-/// `"if_match": 7` (compare-and-set on the counter) or `"if_match": "*"` (must exist).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum IfMatch {
-    Counter(u64),
-    Any(String),
 }
 
 /// The response body.
@@ -59,10 +54,13 @@ struct BatchResponse {
     results: Vec<ItemResult>,
 }
 
-/// One operation's result: its HTTP status, and what the single-key route would have said.
+/// One operation's result: its HTTP status, and what the single-key route would have said:
+/// the record's entity tag (`ETag`) and, beside it, its update counter.
 #[derive(Debug, Serialize, Default)]
 struct ItemResult {
     status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    etag: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     counter: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -153,14 +151,16 @@ fn to_op(wire: WireOp, max_value: usize) -> Result<Op, ApiError> {
     })
 }
 
-fn if_match_condition(m: IfMatch) -> Result<Condition, ApiError> {
-    match m {
-        IfMatch::Counter(counter) => Ok(Condition::Counter(counter)),
-        IfMatch::Any(star) if star == "*" => Ok(Condition::Present),
-        IfMatch::Any(other) => {
-            Err(bad_item("bad_condition", format!("if_match takes a counter or \"*\", not {other:?}")))
-        }
-    }
+/// `if_match`: the text of an `If-Match` header, in a JSON string.
+fn if_match_condition(m: serde_json::Value) -> Result<Condition, ApiError> {
+    let serde_json::Value::String(text) = m else {
+        return Err(bad_item(
+            "bad_condition",
+            format!("if_match takes an entity tag as a string (as the ETag header gives it) or \"*\", not {m}"),
+        ));
+    };
+    let tags = parse_tags(text.as_bytes()).map_err(|why| bad_item("bad_condition", format!("if_match: {why}")))?;
+    write_condition(tags).map_err(|why| bad_item("bad_condition", format!("if_match: {why}")))
 }
 
 fn bad_item(code: &'static str, message: impl Into<String>) -> ApiError {
@@ -169,18 +169,18 @@ fn bad_item(code: &'static str, message: impl Into<String>) -> ApiError {
 
 fn success_result(outcome: Outcome) -> ItemResult {
     match outcome {
-        Outcome::Found(Some(record)) => ItemResult {
-            status: 200,
-            counter: Some(record.counter),
-            value: Some(hex::encode(record.value)),
-            ..ItemResult::default()
-        },
-        Outcome::Found(None) => engine_error_result(EngineError::NotFound),
-        Outcome::Written(w) => {
-            ItemResult { status: if w.created { 201 } else { 200 }, counter: Some(w.counter), ..ItemResult::default() }
+        Outcome::Found(Some(record)) => {
+            ItemResult { status: 200, value: Some(hex::encode(record.value)), ..versioned(Some(record.version)) }
         }
-        Outcome::Deleted { counter } => ItemResult { status: 204, counter: Some(counter), ..ItemResult::default() },
+        Outcome::Found(None) => engine_error_result(EngineError::NotFound),
+        Outcome::Written(w) => ItemResult { status: if w.created { 201 } else { 200 }, ..versioned(Some(w.version)) },
+        Outcome::Deleted { version } => ItemResult { status: 204, ..versioned(Some(version)) },
     }
+}
+
+/// A result naming a version (or none): its tag and update counter.
+fn versioned(version: Option<Version>) -> ItemResult {
+    ItemResult { etag: version.map(etag_text), counter: version.map(|v| v.counter), ..ItemResult::default() }
 }
 
 fn error_result(err: ApiError) -> ItemResult {
@@ -194,12 +194,13 @@ fn error_result(err: ApiError) -> ItemResult {
 
 fn engine_error_result(err: impl Into<BackendError>) -> ItemResult {
     let err = err.into();
-    // The single-key route sends a failed condition's current counter as the ETag.
-    let counter = match err {
+    // The single-key route sends a failed condition's current tag as the ETag.
+    let current = match err {
         BackendError::Engine(EngineError::ConditionFailed { current }) => current,
         _ => None,
     };
-    ItemResult { counter, ..error_result(ApiError::from(err)) }
+    let ItemResult { etag, counter, .. } = versioned(current);
+    ItemResult { etag, counter, ..error_result(ApiError::from(err)) }
 }
 
 #[cfg(test)]
@@ -216,12 +217,13 @@ mod tests {
         let ops = parse(
             r#"{"ops": [{"op": "get", "key": "aa"},
                         {"op": "put", "key": "bb", "value": "0102", "if_none_match": "*"},
-                        {"op": "put", "key": "bb", "value": "", "if_match": 3},
+                        {"op": "put", "key": "bb", "value": "", "if_match": "\"4.1.3\""},
                         {"op": "delete", "key": "cc", "if_match": "*"}]}"#,
         );
         assert_eq!(ops[0], Ok(Op::Get { key: vec![0xaa] }));
         assert_eq!(ops[1], Ok(Op::Put { key: vec![0xbb], value: vec![1, 2], condition: Condition::Absent }));
-        assert_eq!(ops[2], Ok(Op::Put { key: vec![0xbb], value: vec![], condition: Condition::Counter(3) }));
+        let version = Version { epoch: 4, id: 1, counter: 3 };
+        assert_eq!(ops[2], Ok(Op::Put { key: vec![0xbb], value: vec![], condition: Condition::Version(version) }));
         assert_eq!(ops[3], Ok(Op::Delete { key: vec![0xcc], condition: Condition::Present }));
     }
 
@@ -232,10 +234,14 @@ mod tests {
                         {"op": "put", "key": "bb", "value": "0102030405"},
                         {"op": "put", "key": "bb", "value": "zz"},
                         {"op": "put", "key": "bb", "value": "", "if_none_match": "\"1\""},
-                        {"op": "delete", "key": "cc", "if_match": "x"}]}"#,
+                        {"op": "delete", "key": "cc", "if_match": "x"},
+                        {"op": "delete", "key": "cc", "if_match": 3},
+                        {"op": "delete", "key": "cc", "if_match": "\"1\", \"2\""}]}"#,
         );
         let status: Vec<u16> = ops.iter().map(|r| r.as_ref().unwrap_err().status.as_u16()).collect();
-        assert_eq!(status, [400, 413, 400, 400, 400]);
+        assert_eq!(status, [400, 413, 400, 400, 400, 400, 400]);
+        let foreign = parse(r#"{"ops": [{"op": "delete", "key": "cc", "if_match": "W/\"4.1.3\""}]}"#);
+        assert_eq!(foreign[0], Ok(Op::Delete { key: vec![0xcc], condition: Condition::UnknownVersion }));
     }
 
     #[test]

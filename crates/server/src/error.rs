@@ -126,9 +126,9 @@ impl From<EngineError> for ApiError {
             EngineError::NotFound => Self::new(StatusCode::NOT_FOUND, "not_found", message),
             EngineError::ConditionFailed { current } => {
                 let err = Self::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message);
-                // The current counter lets a compare-and-set client retry without a GET.
+                // The current tag lets a compare-and-set client retry without a GET.
                 match current {
-                    Some(counter) => err.with_header(hyper::header::ETAG, etag(counter)),
+                    Some(version) => err.with_header(hyper::header::ETAG, etag(version)),
                     None => err,
                 }
             }
@@ -160,7 +160,7 @@ mod tests {
         assert_eq!(status(EngineError::InvalidKey { len: 2000, max: 1024 }), 413);
         assert_eq!(status(EngineError::ValueTooLarge { len: 2, max: 1 }), 413);
         assert_eq!(status(EngineError::NotFound), 404);
-        assert_eq!(status(EngineError::ConditionFailed { current: Some(3) }), 412);
+        assert_eq!(status(EngineError::ConditionFailed { current: None }), 412);
         assert_eq!(status(EngineError::Unsupported { operation: "get" }), 405);
         assert_eq!(status(EngineError::Overloaded { partition: 1 }), 503);
         assert_eq!(status(EngineError::Closed), 503);
@@ -171,11 +171,13 @@ mod tests {
     }
 
     #[test]
-    fn overload_says_when_to_retry_and_a_failed_condition_names_the_counter() {
+    fn overload_says_when_to_retry_and_a_failed_condition_names_the_current_tag() {
         let err = ApiError::from(EngineError::Overloaded { partition: 1 });
         assert!(err.headers.contains(&(RETRY_AFTER, HeaderValue::from_static("1"))));
-        let err = ApiError::from(EngineError::ConditionFailed { current: Some(7) });
-        assert!(err.headers.contains(&(hyper::header::ETAG, HeaderValue::from_static("\"7\""))));
+        let current = Some(shardlite_engine::Version { epoch: 9, id: 3, counter: 7 });
+        let err = ApiError::from(EngineError::ConditionFailed { current });
+        assert!(err.headers.contains(&(hyper::header::ETAG, HeaderValue::from_static("\"9.3.7\""))));
+        assert_eq!(err.message, "the condition does not hold: the record is now at version 9.3.7");
         let err = ApiError::from(BackendError::Unavailable("no connection".into()));
         assert_eq!((err.status.as_u16(), err.code), (503, "unavailable"));
         assert!(err.headers.contains(&(RETRY_AFTER, HeaderValue::from_static("1"))));

@@ -30,20 +30,20 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
 /// GET and HEAD.
 async fn read(state: &State, key: Vec<u8>, head: &Parts) -> Result<Response, ApiError> {
     let record = state.backend.get(key).await?;
-    let current = record.as_ref().map(|r| r.counter);
+    let current = record.as_ref().map(|r| r.version);
     if let Some(status) = conditional::for_read(&head.headers, current)? {
         if status == StatusCode::PRECONDITION_FAILED {
-            // An error like any other: the JSON body, and the current counter as the ETag.
+            // An error like any other: the JSON body, and the current tag as the ETag.
             return Err(ApiError::from(shardlite_engine::Error::ConditionFailed { current }));
         }
         let mut resp = response::empty(status);
-        if let Some(r) = &record {
-            resp.headers_mut().insert(ETAG, etag(r.counter));
+        if let Some(version) = current {
+            resp.headers_mut().insert(ETAG, etag(version));
         }
         return Ok(resp);
     }
     match record {
-        Some(r) => Ok(response::value(r.counter, r.value, head.method == Method::HEAD)),
+        Some(r) => Ok(response::value(r.version, r.value, head.method == Method::HEAD)),
         None => Err(ApiError::from(shardlite_engine::Error::NotFound)),
     }
 }
@@ -62,7 +62,7 @@ async fn put(state: &State, key: Vec<u8>, head: &Parts, body: Incoming) -> Resul
     match state.backend.write(Op::Put { key, value, condition }).await? {
         Outcome::Written(w) => {
             let mut resp = response::empty(if w.created { StatusCode::CREATED } else { StatusCode::OK });
-            resp.headers_mut().insert(ETAG, etag(w.counter));
+            resp.headers_mut().insert(ETAG, etag(w.version));
             Ok(resp)
         }
         other => Err(unexpected(&other)),

@@ -8,6 +8,7 @@ use hyper::{
     header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, ETAG},
     StatusCode,
 };
+use shardlite_engine::Version;
 
 /// Every response the server sends: the whole body is in memory.
 pub type Response = hyper::Response<Full<Bytes>>;
@@ -36,7 +37,7 @@ pub fn empty(status: StatusCode) -> Response {
 }
 
 /// A stored value: `200`, `ETag`, the bytes (or, for HEAD, only their length).
-pub fn value(counter: u64, value: Vec<u8>, head: bool) -> Response {
+pub fn value(version: Version, value: Vec<u8>, head: bool) -> Response {
     let mut resp = if head {
         let mut resp = empty(StatusCode::OK);
         resp.headers_mut().insert(CONTENT_TYPE, OCTET_STREAM);
@@ -45,12 +46,17 @@ pub fn value(counter: u64, value: Vec<u8>, head: bool) -> Response {
     } else {
         with_body(StatusCode::OK, OCTET_STREAM, value)
     };
-    resp.headers_mut().insert(ETAG, etag(counter));
+    resp.headers_mut().insert(ETAG, etag(version));
     resp
 }
 
-/// The entity tag of a record: its update counter, quoted (a strong validator).
-pub fn etag(counter: u64) -> HeaderValue {
-    // Digits and quotes are valid in any header value, so the fallback is never taken.
-    HeaderValue::try_from(format!("\"{counter}\"")).unwrap_or(HeaderValue::from_static("\"0\""))
+/// The entity tag of a record: its version, quoted (a strong validator; opaque to clients).
+pub fn etag(version: Version) -> HeaderValue {
+    // Digits, dots and quotes are valid in any header value, so the fallback is never taken.
+    HeaderValue::try_from(etag_text(version)).unwrap_or(HeaderValue::from_static("\"0\""))
+}
+
+/// The entity tag's text, as the `ETag` header carries it (quotes included).
+pub fn etag_text(version: Version) -> String {
+    format!("\"{version}\"")
 }

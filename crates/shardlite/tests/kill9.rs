@@ -8,11 +8,15 @@
 //! What is asserted, per key (each key belongs to one client task, so a key has at most one
 //! write in flight):
 //!
-//! - every 2xx answer carries the counter the known state predicts (`ETag`, batch `counter`);
-//! - after a restart the key holds its last acknowledged state (value and counter, or absent),
-//!   or, if a write to it was in flight when the server died (sent, no answer), the state that
-//!   write would have produced: an unanswered request may or may not have been applied, but it
-//!   is never applied wrongly;
+//! - every 2xx write answers an entity tag never given to that key before (`ETag`, batch
+//!   `etag`), and a batch answers the update counter the known state predicts;
+//! - a compare-and-set with the key's current tag succeeds; with any earlier tag of the key —
+//!   of its earlier lives, or from before a restart — it is answered 412 with the current tag;
+//! - after a restart the key holds its last acknowledged value (or is absent), or, if a write
+//!   to it was in flight when the server died (sent, no answer), the value that write would
+//!   have produced: an unanswered request may or may not have been applied, but it is never
+//!   applied wrongly; and since the server was killed, the directory is in a new epoch: the
+//!   tag a read answers is one the key never had;
 //! - writes answered 412 or 404 change nothing;
 //! - a batch that got no answer is all-or-nothing per partition: its operations whose keys fall
 //!   in the same partition (one transaction, `docs/http-api.md`) are either all visible after
@@ -42,7 +46,7 @@ const KEYS_PER_TASK: usize = 12;
 const ROUNDS: usize = 4;
 const SERVE_ARGS: &[&str] = &["--partitions", "4", "--synchronous", "full", "--writer-threads", "2"];
 
-/// A record as the API shows it.
+/// A record: its value and update counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rec {
     counter: u64,
@@ -61,6 +65,25 @@ struct InFlight {
 struct KeyLog {
     acked: Option<Rec>,
     in_flight: Option<InFlight>,
+    /// The current record's tag (known while `acked` is `Some`).
+    tag: Option<String>,
+    /// Every tag the key was given.
+    seen: Vec<String>,
+}
+
+impl KeyLog {
+    /// Records a tag the server gave for a new state of the key: it must be new.
+    fn new_tag(&mut self, tag: String, what: &str) {
+        assert!(!self.seen.contains(&tag), "{what}: tag {tag} was given to this key before");
+        self.seen.push(tag.clone());
+        self.tag = Some(tag);
+    }
+
+    /// A tag the key had before its current one, if any.
+    fn stale_tag(&self, rng: &mut Rng) -> Option<String> {
+        let stale: Vec<&String> = self.seen.iter().filter(|t| Some(*t) != self.tag.as_ref()).collect();
+        (!stale.is_empty()).then(|| stale[rng.below(stale.len() as u64) as usize].clone())
+    }
 }
 
 fn key(id: usize) -> Vec<u8> {
@@ -139,17 +162,23 @@ async fn verify(server: &Server, hasher: &KeyHasher, logs: &mut [Vec<KeyLog>], r
     for (t, task_logs) in logs.iter_mut().enumerate() {
         for (j, log) in task_logs.iter_mut().enumerate() {
             let id = t * KEYS_PER_TASK + j;
-            let found = get(&client, &server.kv(&key(id))).await;
-            let applied = if found == log.acked {
-                false
-            } else if log.in_flight.as_ref().is_some_and(|w| w.outcome == found) {
-                true
+            let (found, tag) = get(&client, &server.kv(&key(id))).await;
+            let value = |r: &Option<Rec>| r.as_ref().map(|r| r.value.clone());
+            let (applied, now) = if found == value(&log.acked) {
+                (false, log.acked.clone())
+            } else if let Some(w) = log.in_flight.as_ref().filter(|w| value(&w.outcome) == found) {
+                (true, w.outcome.clone())
             } else {
                 panic!(
                     "round {round}, key {id}: found {found:?}; acknowledged {:?}, in flight {:?}",
                     log.acked, log.in_flight
                 )
             };
+            match tag {
+                // The server was killed: a new epoch, so the tag is one the key never had.
+                Some(tag) if round > 0 => log.new_tag(tag, &format!("round {round}, key {id}, after the restart")),
+                tag => log.tag = tag,
+            }
             if let Some(in_flight) = log.in_flight.take() {
                 unanswered += 1;
                 applied_count += usize::from(applied);
@@ -157,7 +186,7 @@ async fn verify(server: &Server, hasher: &KeyHasher, logs: &mut [Vec<KeyLog>], r
                     batches.entry((batch, hasher.locate(&key(id)).partition)).or_default().push((id, applied));
                 }
             }
-            log.acked = found;
+            log.acked = now;
         }
     }
     for ((batch, partition), ops) in batches {
@@ -169,22 +198,23 @@ async fn verify(server: &Server, hasher: &KeyHasher, logs: &mut [Vec<KeyLog>], r
     (unanswered, applied_count)
 }
 
-/// The record under `url`, or `None` (404).
-async fn get(client: &reqwest::Client, url: &str) -> Option<Rec> {
+/// The value and tag under `url`, or `None`s (404).
+async fn get(client: &reqwest::Client, url: &str) -> (Option<Vec<u8>>, Option<String>) {
     let resp = client.get(url).send().await.unwrap();
     match resp.status() {
-        StatusCode::NOT_FOUND => None,
+        StatusCode::NOT_FOUND => (None, None),
         StatusCode::OK => {
-            let counter = etag(&resp).unwrap();
-            Some(Rec { counter, value: resp.bytes().await.unwrap().to_vec() })
+            let tag = etag(&resp);
+            assert!(tag.is_some(), "GET {url}: no ETag");
+            (Some(resp.bytes().await.unwrap().to_vec()), tag)
         }
         other => panic!("GET {url}: {other}"),
     }
 }
 
-/// The counter in a response's `ETag`.
-fn etag(resp: &reqwest::Response) -> Option<u64> {
-    resp.headers().get(header::ETAG)?.to_str().ok()?.trim_matches('"').parse().ok()
+/// A response's `ETag`.
+fn etag(resp: &reqwest::Response) -> Option<String> {
+    Some(resp.headers().get(header::ETAG)?.to_str().ok()?.to_owned())
 }
 
 /// The record after a put on `known`.
@@ -217,6 +247,7 @@ async fn writer(
         let id = t * KEYS_PER_TASK + j;
         let kv = format!("{url}/kv/{}", hex::encode(key(id)));
         let known = logs[j].acked.clone();
+        let (tag, stale) = (logs[j].tag.clone(), logs[j].stale_tag(&mut rng));
         // The request, the status it must get, and the state after it.
         let (request, expect, outcome) = match (pick, &known) {
             (0..=2, _) => {
@@ -233,14 +264,19 @@ async fn writer(
                 StatusCode::PRECONDITION_FAILED,
                 known.clone(),
             ),
-            (4, Some(r)) => (
-                client.put(&kv).header(header::IF_MATCH, format!("\"{}\"", r.counter)).body(value.clone()),
+            (4, Some(_)) => (
+                client
+                    .put(&kv)
+                    .header(header::IF_MATCH, tag.clone().expect("a known record's tag"))
+                    .body(value.clone()),
                 StatusCode::OK,
                 Some(after_put(&known, value)),
             ),
-            (4, None) => (client.put(&kv).header(header::IF_MATCH, "*").body(value), StatusCode::NOT_FOUND, None),
-            (5, Some(r)) => (
-                client.put(&kv).header(header::IF_MATCH, format!("\"{}\"", r.counter + 5)).body(value),
+            (4, None) => {
+                (client.put(&kv).header(header::IF_MATCH, "*").body(value), StatusCode::PRECONDITION_FAILED, None)
+            }
+            (5, _) if stale.is_some() => (
+                client.put(&kv).header(header::IF_MATCH, stale.clone().unwrap_or_default()).body(value),
                 StatusCode::PRECONDITION_FAILED,
                 known.clone(),
             ),
@@ -259,12 +295,16 @@ async fn writer(
         }
         assert_eq!(status, expect, "key {id}: known {known:?}");
         if status.is_success() && status != StatusCode::NO_CONTENT {
-            assert_eq!(etag(&resp), outcome.as_ref().map(|r| r.counter), "key {id}: the ETag of the new state");
+            logs[j].new_tag(etag(&resp).expect("a write's ETag"), &format!("key {id}"));
         }
         if status == StatusCode::PRECONDITION_FAILED {
-            assert_eq!(etag(&resp), known.as_ref().map(|r| r.counter), "key {id}: a 412 carries the current counter");
+            assert_eq!(etag(&resp), logs[j].tag, "key {id}: a 412 carries the current tag");
         }
-        logs[j] = KeyLog { acked: outcome, in_flight: None };
+        if outcome.is_none() {
+            logs[j].tag = None;
+        }
+        logs[j].acked = outcome;
+        logs[j].in_flight = None;
         if status.is_success() {
             acks.fetch_add(1, Ordering::Relaxed);
         }
@@ -294,10 +334,10 @@ async fn batch(
         let known = logs[j].acked.clone();
         let hex_key = hex::encode(key(id));
         let value = format!("r{round}t{t}s{seq}b{i}").into_bytes();
-        let (op, status, outcome) = match (rng.below(3), &known) {
+        let (op, status, outcome) = match (rng.below(3), &logs[j].tag) {
             (0, Some(_)) => (json!({"op": "delete", "key": hex_key}), 204, None),
-            (1, Some(r)) => (
-                json!({"op": "put", "key": hex_key, "value": hex::encode(&value), "if_match": r.counter}),
+            (1, Some(tag)) => (
+                json!({"op": "put", "key": hex_key, "value": hex::encode(&value), "if_match": tag}),
                 200,
                 Some(after_put(&known, value)),
             ),
@@ -326,7 +366,16 @@ async fn batch(
         assert_eq!(result["status"], status, "batch {batch_id}: {result}; known {:?}", logs[j].acked);
         let counter = outcome.as_ref().map(|r| r.counter).or(logs[j].acked.as_ref().map(|r| r.counter));
         assert_eq!(result["counter"].as_u64(), counter, "batch {batch_id}: {result}");
-        logs[j] = KeyLog { acked: outcome, in_flight: None };
+        let tag = result["etag"].as_str().map(str::to_owned);
+        match &outcome {
+            Some(_) => logs[j].new_tag(tag.expect("a write's etag"), &format!("batch {batch_id}")),
+            None => {
+                assert_eq!(tag, logs[j].tag, "batch {batch_id}: a delete names the deleted version");
+                logs[j].tag = None;
+            }
+        }
+        logs[j].acked = outcome;
+        logs[j].in_flight = None;
     }
     true
 }

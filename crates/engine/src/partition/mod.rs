@@ -26,7 +26,7 @@ use crate::{
     index::{entry, HashIndex},
     keyhash::KeyHasher,
     layout::Layout,
-    ops::Record,
+    ops::{Record, Version},
     Config, Error, Result,
 };
 use readers::ReadPool;
@@ -42,6 +42,8 @@ pub struct Partition {
     pub wal_path: PathBuf,
     /// How records are found by key.
     pub mode: IndexMode,
+    /// The directory's epoch, part of every version this partition shows.
+    pub epoch: u64,
     /// The compact index (mode `hash` only).
     pub index: Option<HashIndex>,
     /// Read-only connections for lookups.
@@ -70,12 +72,13 @@ pub struct Counters {
 impl Partition {
     /// Opens (creating if needed) partition `id` and recovers its index. Returns the shared
     /// partition and the writer state that the writer thread will own. Its log must have been
-    /// checked first ([`wal::check`]).
+    /// checked first ([`wal::check`]); `epoch` is the directory's.
     pub fn open(
         layout: &Layout,
         id: u32,
         config: &Config,
         hasher: KeyHasher,
+        epoch: u64,
     ) -> Result<(std::sync::Arc<Self>, writer::PartitionWriter)> {
         let db_path = layout.db(id);
         let mut conn = sql::open_writer(&db_path, config, config.index)?;
@@ -90,6 +93,7 @@ impl Partition {
             db_path,
             wal_path: layout.wal(id),
             mode: config.index,
+            epoch,
             index,
             poison: Mutex::new(None),
             counters: Counters::default(),
@@ -113,18 +117,28 @@ impl Partition {
                     for id in ids {
                         if let Some(row) = sql::row_by_id(conn, id)? {
                             if row.key == key {
-                                return Ok(Some(Record { counter: row.counter, value: row.value }));
+                                return Ok(Some(self.record(id, row)));
                             }
                         }
                     }
                     Ok(None)
                 })
             }
-            (IndexMode::Sqlite, _) => self.readers.with(|conn| {
-                Ok(sql::row_by_key(conn, key)?.map(|(_, row)| Record { counter: row.counter, value: row.value }))
-            }),
+            (IndexMode::Sqlite, _) => {
+                self.readers.with(|conn| Ok(sql::row_by_key(conn, key)?.map(|(id, row)| self.record(id, row))))
+            }
             _ => Err(Error::Unsupported { operation: "get" }),
         }
+    }
+
+    /// The version of record `id` at `counter`.
+    pub fn version(&self, id: u32, counter: u64) -> Version {
+        Version { epoch: self.epoch, id: u64::from(id), counter }
+    }
+
+    /// A row as the record callers see.
+    fn record(&self, id: u32, row: sql::Row) -> Record {
+        Record { version: self.version(id, row.counter), value: row.value }
     }
 
     /// The reason writes are refused, if they are.

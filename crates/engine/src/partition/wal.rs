@@ -29,18 +29,19 @@ const MX_FRAME: usize = 16;
 const N_BACKFILL: usize = 2 * HEADER_COPY;
 
 /// Checks partition `p`'s log before its database is opened; `unclean`: the directory was
-/// not closed cleanly. A loss is an error unless `accept_loss`, then only logged.
-pub fn check(layout: &Layout, p: u32, unclean: bool, accept_loss: bool) -> Result<()> {
+/// not closed cleanly. A loss is an error unless `accept_loss`, then only logged; returns
+/// whether a loss was accepted.
+pub fn check(layout: &Layout, p: u32, unclean: bool, accept_loss: bool) -> Result<bool> {
     let (db, wal) = (layout.db(p), layout.wal(p));
     if wal.exists() || !in_wal_mode(&db)? {
-        return Ok(());
+        return Ok(false);
     }
-    let Some(loss) = loss(&layout.shm(p), unclean) else { return Ok(()) };
+    let Some(loss) = loss(&layout.shm(p), unclean) else { return Ok(false) };
     if !accept_loss {
         return Err(Error::WalMissing { path: wal, detail: loss });
     }
     tracing::error!(partition = p, path = %wal.display(), %loss, "write-ahead log missing; accepted: serving what the database file holds");
-    Ok(())
+    Ok(true)
 }
 
 /// Whether the database file's header says WAL mode (a new or empty file: no).

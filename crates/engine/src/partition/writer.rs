@@ -288,27 +288,29 @@ impl PartitionWriter {
             Op::Get { key } => {
                 let Some((id, _)) = self.current(tx, key, fp)? else { return Ok(Ok(Outcome::Found(None))) };
                 let row = sql::row_by_id(&self.conn, id)?;
-                Ok(Ok(Outcome::Found(row.map(|r| Record { counter: r.counter, value: r.value }))))
+                let record = row.map(|r| Record { version: self.partition.version(id, r.counter), value: r.value });
+                Ok(Ok(Outcome::Found(record)))
             }
             Op::Put { key, value, condition } => {
                 if self.partition.mode == IndexMode::None {
                     return self.append(tx, key, value, fp);
                 }
                 let current = self.current(tx, key, fp)?;
-                if let Err(e) = condition.check(current.map(|(_, c)| c)) {
+                if let Err(e) = condition.check(current.map(|(id, c)| self.partition.version(id, c))) {
                     return Ok(Err(e));
                 }
                 let Some((id, counter)) = current else { return self.append(tx, key, value, fp) };
                 let counter = counter + 1;
                 sql::update(&self.conn, id, counter, value)?;
                 tx.overlay.insert(key.clone(), Some((id, counter)));
-                Ok(Ok(Outcome::Written(Written { counter, created: false })))
+                Ok(Ok(Outcome::Written(Written { version: self.partition.version(id, counter), created: false })))
             }
             Op::Delete { key, condition } => {
-                let Some((id, counter)) = self.current(tx, key, fp)? else { return Ok(Err(Error::NotFound)) };
-                if let Err(e) = condition.check(Some(counter)) {
+                let current = self.current(tx, key, fp)?;
+                if let Err(e) = condition.check(current.map(|(id, c)| self.partition.version(id, c))) {
                     return Ok(Err(e));
                 }
+                let Some((id, counter)) = current else { return Ok(Err(Error::NotFound)) };
                 let hashed = self.partition.mode == IndexMode::Hash;
                 let tombstone = hashed && u64::from(id) <= tx.tombstone_floor;
                 sql::delete(&self.conn, id, tombstone)?;
@@ -317,7 +319,7 @@ impl PartitionWriter {
                 }
                 tx.records -= 1;
                 tx.overlay.insert(key.clone(), None);
-                Ok(Ok(Outcome::Deleted { counter }))
+                Ok(Ok(Outcome::Deleted { version: self.partition.version(id, counter) }))
             }
         }
     }
@@ -329,13 +331,14 @@ impl PartitionWriter {
         sql::insert(&self.conn, id, key, 1, value)?;
         tx.next_id += 1;
         tx.records += 1;
+        let written = Outcome::Written(Written { version: self.partition.version(id, 1), created: true });
         match self.partition.mode {
             IndexMode::Hash => tx.added.push(entry(fp, id)),
-            IndexMode::None => return Ok(Ok(Outcome::Written(Written { counter: 1, created: true }))),
+            IndexMode::None => return Ok(Ok(written)),
             IndexMode::Sqlite => {}
         }
         tx.overlay.insert(key.to_vec(), Some((id, 1)));
-        Ok(Ok(Outcome::Written(Written { counter: 1, created: true })))
+        Ok(Ok(written))
     }
 
     /// The `(id, counter)` of `key` as this transaction sees it.

@@ -1,7 +1,7 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use shardlite_engine::{Config, IndexMode, Synchronous};
+use shardlite_engine::{Config, IndexMode, Record, Synchronous};
 
 /// A small, fast configuration: few partitions, no fsync (durability is the crash test's job).
 pub fn small_config(index: IndexMode) -> Config {
@@ -31,4 +31,18 @@ fn xxhash_like(i: u32) -> [u8; 8] {
 /// A value that says which key and version it belongs to.
 pub fn value(i: u32, version: u32) -> Vec<u8> {
     format!("value-{i}-{version}").into_bytes()
+}
+
+/// A record as its update counter and value (tests that do not care which version it is).
+pub fn counted(record: Option<Record>) -> Option<(u64, Vec<u8>)> {
+    record.map(|r| (r.version.counter, r.value))
+}
+
+/// Copies the directory `live` (its store open, nothing in flight) to `copy`: what a crash of
+/// the process leaves on disk. By another process (`cp`): closing any descriptor of a file
+/// releases every POSIX lock this process holds on it, SQLite's included, and SQLite then
+/// misbehaves (seen: SIGBUS in a checkpoint).
+pub fn crash_copy(live: &std::path::Path, copy: &std::path::Path) {
+    let status = std::process::Command::new("cp").arg("-R").arg(live).arg(copy).status().unwrap();
+    assert!(status.success(), "cp -R {} {} failed", live.display(), copy.display());
 }

@@ -24,7 +24,8 @@ async fn batch(server: &TestServer, body: &Value) -> Vec<Value> {
 async fn every_operation_gets_its_own_result_in_order(kind: Kind) {
     let server = TestServer::on(kind, Config { max_value: 8, ..config() }).await;
     let (a, b, missing) = (hex::encode(key(1)), hex::encode(key(2)), hex::encode(key(3)));
-    server.client.put(server.kv(&key(2))).body("old").send().await.unwrap();
+    let resp = server.client.put(server.kv(&key(2))).body("old").send().await.unwrap();
+    let old = resp.headers()["etag"].to_str().unwrap().to_owned();
 
     let results = batch(
         &server,
@@ -34,8 +35,8 @@ async fn every_operation_gets_its_own_result_in_order(kind: Kind) {
             {"op": "get", "key": a},
             {"op": "get", "key": missing},
             {"op": "put", "key": b, "value": "00", "if_none_match": "*"},
-            {"op": "put", "key": b, "value": "01", "if_match": 7},
-            {"op": "put", "key": b, "value": "02", "if_match": 1},
+            {"op": "put", "key": b, "value": "01", "if_match": "\"7\""},
+            {"op": "put", "key": b, "value": "02", "if_match": old},
             {"op": "delete", "key": b, "if_match": "*"},
             {"op": "delete", "key": missing},
             {"op": "get", "key": "XYZ"},
@@ -46,18 +47,22 @@ async fn every_operation_gets_its_own_result_in_order(kind: Kind) {
     )
     .await;
     let status: Vec<u64> = results.iter().map(|r| r["status"].as_u64().unwrap()).collect();
-    assert_eq!(status, [201, 200, 200, 404, 412, 412, 200, 204, 404, 400, 413, 400, 404]);
-    assert_eq!(results[0], json!({"status": 201, "counter": 1}));
-    assert_eq!(results[1], json!({"status": 200, "counter": 2}));
+    assert_eq!(status, [201, 200, 200, 404, 412, 412, 200, 204, 404, 400, 413, 400, 412]);
+    let tag = |i: usize| results[i]["etag"].as_str().unwrap_or_else(|| panic!("result {i} has a tag")).to_owned();
+    assert_eq!(results[0], json!({"status": 201, "counter": 1, "etag": tag(0)}));
+    assert_eq!(results[1], json!({"status": 200, "counter": 2, "etag": tag(1)}));
+    assert_ne!(tag(0), tag(1));
     assert_eq!(
         results[2],
-        json!({"status": 200, "counter": 2, "value": "686921"}),
+        json!({"status": 200, "counter": 2, "etag": tag(1), "value": "686921"}),
         "a get sees earlier puts of its batch"
     );
     assert_eq!(results[3]["error"], "not_found");
-    assert_eq!(results[4]["counter"], 1, "a failed condition names the current counter");
+    assert_eq!((tag(4), &results[4]["counter"]), (old.clone(), &json!(1)), "a failed condition names the current tag");
     assert_eq!(results[4]["error"], "precondition_failed");
-    assert_eq!(results[7], json!({"status": 204, "counter": 2}));
+    assert_eq!(tag(5), old, "a tag this server never issued matches nothing");
+    assert_eq!(results[7], json!({"status": 204, "counter": 2, "etag": tag(6)}));
+    assert!(results[12].get("etag").is_none(), "If-Match on a missing key: 412, no current tag");
     assert_eq!(results[9]["error"], "bad_key");
     assert_eq!(results[10]["error"], "value_too_large");
     assert_eq!(results[11]["error"], "bad_value");

@@ -13,3 +13,4 @@ mod model;
 mod observability;
 mod overload;
 mod shutdown;
+mod versions;

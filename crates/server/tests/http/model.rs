@@ -1,8 +1,10 @@
 //! Model-based property test of the [`Backend`] trait itself, on both backends: random puts
 //! and deletes under every kind of condition, gets, and batches of them, checked step by step
-//! against a `BTreeMap` — counters, values, `created`, `NotFound`, `ConditionFailed { current }`,
-//! and values over `max_value` (a single write refused; a batch holding one refused whole,
-//! nothing of it run). Each case works on keys of its own, so one backend serves every case.
+//! against a model — values, `created`, `NotFound`, `ConditionFailed { current }`, versions
+//! (never one given twice to a key; an update keeps the record's id and adds 1 to its counter;
+//! a read answers the last write's), and values over `max_value` (a single write refused; a
+//! batch holding one refused whole, nothing of it run). Each case works on keys of its own, so
+//! one backend serves every case.
 
 use std::{
     collections::BTreeMap,
@@ -16,7 +18,7 @@ use proptest::{
     prelude::*,
     test_runner::{Config as ProptestConfig, TestCaseError, TestRunner},
 };
-use shardlite_engine::{Condition, Config, Error as EngineError, Op, Outcome, Record, Written};
+use shardlite_engine::{Condition, Config, Error as EngineError, Op, Outcome, Version};
 use shardlite_server::{Backend, BackendError};
 
 use crate::common::{config, on_both_backends, Kind, TestBackend};
@@ -29,8 +31,14 @@ const KEYS: u8 = 12;
 /// The backends' `max_value`; values go one byte over it now and then.
 const MAX_VALUE: usize = 24;
 
-/// What the model holds for a key: (counter, value).
-type Model = BTreeMap<u8, (u64, Vec<u8>)>;
+/// One key as the model knows it: its current record, and every version it was given.
+#[derive(Debug, Clone, Default)]
+struct KeyModel {
+    current: Option<(Version, Vec<u8>)>,
+    seen: Vec<Version>,
+}
+
+type Model = BTreeMap<u8, KeyModel>;
 
 /// One operation, its condition relative to the model (so that matches are likely).
 #[derive(Debug, Clone)]
@@ -51,8 +59,12 @@ enum Cond {
     None,
     Absent,
     Present,
-    CurrentCounter,
-    Counter(u64),
+    /// The current version, or the key's latest earlier one.
+    Current,
+    /// The n-th latest version the key was given (stale, mostly).
+    Seen(usize),
+    /// A version the backend never gave.
+    Unknown,
 }
 
 fn cond() -> impl Strategy<Value = Cond> {
@@ -60,8 +72,9 @@ fn cond() -> impl Strategy<Value = Cond> {
         3 => Just(Cond::None),
         1 => Just(Cond::Absent),
         1 => Just(Cond::Present),
-        2 => Just(Cond::CurrentCounter),
-        1 => (0u64..4).prop_map(Cond::Counter),
+        2 => Just(Cond::Current),
+        1 => (0usize..3).prop_map(Cond::Seen),
+        1 => Just(Cond::Unknown),
     ]
 }
 
@@ -104,36 +117,41 @@ async fn backends_follow_the_model(kind: Kind) {
 /// Runs `steps` on keys of case `case`, checking each answer, then every key's final state.
 async fn run_case(backend: &dyn Backend, case: u32, steps: Vec<Step>) -> Result<(), TestCaseError> {
     let key = |k: u8| [&case.to_be_bytes()[..], &[k], b"model-key"].concat();
-    let mut model = Model::new();
+    let mut model: Model = (0..KEYS).map(|k| (k, KeyModel::default())).collect();
     for (n, step) in steps.into_iter().enumerate() {
         match step {
-            Step::One(Item::Get(k)) => {
-                let want = model.get(&k).map(|(counter, value)| Record { counter: *counter, value: value.clone() });
-                prop_assert_eq!(backend.get(key(k)).await, Ok(want), "step {}: get {}", n, k);
-            }
             Step::One(item) => {
-                let (op, want) = expect(&mut model, &item, key);
-                prop_assert_eq!(backend.write(op).await, want, "step {}: {:?}", n, item);
+                let op = op_of(&model, &item, key);
+                let condition = condition_of(&op);
+                let got = match op {
+                    Op::Get { key } => backend.get(key).await.map(Outcome::Found),
+                    op => backend.write(op).await,
+                };
+                let what = |e| TestCaseError::fail(format!("step {n}: {item:?} ({condition:?}): {e}"));
+                check(&mut model, &item, condition, got).map_err(what)?;
             }
             Step::Batch(items) => {
-                // Each item as the model stands after the ones before it; kept only if the
-                // batch is not refused.
-                let mut after = model.clone();
-                let (ops, answers): (Vec<Op>, Vec<_>) = items.iter().map(|i| expect(&mut after, i, key)).unzip();
-                let want = match items.iter().find_map(oversized) {
-                    Some(err) => Err(err),
-                    None => {
-                        model = after;
-                        Ok(answers)
-                    }
-                };
-                prop_assert_eq!(backend.batch(ops).await, want, "step {}: batch {:?}", n, items);
+                // Conditions are resolved against the model before the batch is sent.
+                let ops: Vec<Op> = items.iter().map(|i| op_of(&model, i, key)).collect();
+                let conditions: Vec<Condition> = ops.iter().map(condition_of).collect();
+                let got = backend.batch(ops).await;
+                if let Some(err) = items.iter().find_map(oversized) {
+                    prop_assert_eq!(got.map(|_| ()), Err(err), "step {}: batch {:?} is refused whole", n, items);
+                    continue;
+                }
+                let got = got.map_err(|e| TestCaseError::fail(format!("step {n}: batch refused: {e}")))?;
+                prop_assert_eq!(got.len(), items.len());
+                for (i, ((item, condition), got)) in items.iter().zip(conditions).zip(got).enumerate() {
+                    let what =
+                        |e| TestCaseError::fail(format!("step {n}: batch item {i}: {item:?} ({condition:?}): {e}"));
+                    check(&mut model, item, condition, got).map_err(what)?;
+                }
             }
         }
     }
     for k in 0..KEYS {
-        let want = model.get(&k).map(|(counter, value)| Record { counter: *counter, value: value.clone() });
-        prop_assert_eq!(backend.get(key(k)).await, Ok(want), "final get {}", k);
+        let got = backend.get(key(k)).await.map(|r| r.map(|r| (r.version, r.value)));
+        prop_assert_eq!(got, Ok(model[&k].current.clone()), "final get {}", k);
     }
     Ok(())
 }
@@ -148,48 +166,96 @@ fn oversized(item: &Item) -> Option<BackendError> {
     }
 }
 
-/// The operation of `item` and the model's answer to it, applied to the model.
-fn expect(model: &mut Model, item: &Item, key: impl Fn(u8) -> Vec<u8>) -> (Op, Result<Outcome, BackendError>) {
+/// The operation of `item`, its condition resolved against the model.
+fn op_of(model: &Model, item: &Item, key: impl Fn(u8) -> Vec<u8>) -> Op {
     match item {
-        Item::Get(k) => {
-            let found = model.get(k).map(|(counter, value)| Record { counter: *counter, value: value.clone() });
-            (Op::Get { key: key(*k) }, Ok(Outcome::Found(found)))
-        }
-        Item::Put(k, v, c) => {
-            let condition = resolve(*c, model, *k);
-            let op = Op::Put { key: key(*k), value: v.clone(), condition };
-            if let Some(err) = oversized(item) {
-                return (op, Err(err));
-            }
-            let current = model.get(k).map(|(counter, _)| *counter);
-            let answer = condition.check(current).map(|()| {
-                let counter = current.map_or(1, |c| c + 1);
-                model.insert(*k, (counter, v.clone()));
-                Outcome::Written(Written { counter, created: current.is_none() })
-            });
-            (op, answer.map_err(BackendError::from))
-        }
-        Item::Delete(k, c) => {
-            let condition = resolve(*c, model, *k);
-            let op = Op::Delete { key: key(*k), condition };
-            let answer = match model.get(k).map(|(counter, _)| *counter) {
-                None => Err(EngineError::NotFound),
-                Some(have) => condition.check(Some(have)).map(|()| {
-                    model.remove(k);
-                    Outcome::Deleted { counter: have }
-                }),
-            };
-            (op, answer.map_err(BackendError::from))
-        }
+        Item::Get(k) => Op::Get { key: key(*k) },
+        Item::Put(k, v, c) => Op::Put { key: key(*k), value: v.clone(), condition: resolve(*c, &model[k]) },
+        Item::Delete(k, c) => Op::Delete { key: key(*k), condition: resolve(*c, &model[k]) },
     }
 }
 
-fn resolve(c: Cond, model: &Model, k: u8) -> Condition {
+fn condition_of(op: &Op) -> Condition {
+    match op {
+        Op::Get { .. } => Condition::None,
+        Op::Put { condition, .. } | Op::Delete { condition, .. } => *condition,
+    }
+}
+
+fn resolve(c: Cond, key: &KeyModel) -> Condition {
+    let latest = |n: usize| key.seen.iter().rev().nth(n).copied();
     match c {
         Cond::None => Condition::None,
         Cond::Absent => Condition::Absent,
         Cond::Present => Condition::Present,
-        Cond::CurrentCounter => Condition::Counter(model.get(&k).map_or(1, |(c, _)| *c)),
-        Cond::Counter(n) => Condition::Counter(n),
+        Cond::Current => {
+            key.current.as_ref().map(|(v, _)| *v).or(latest(0)).map_or(Condition::Present, Condition::Version)
+        }
+        Cond::Seen(n) => latest(n).map_or(Condition::UnknownVersion, Condition::Version),
+        Cond::Unknown => Condition::UnknownVersion,
+    }
+}
+
+/// Checks a backend's answer to `item`, sent with `condition`, against the model, and applies
+/// it to the model.
+fn check(
+    model: &mut Model,
+    item: &Item,
+    condition: Condition,
+    got: Result<Outcome, BackendError>,
+) -> Result<(), String> {
+    let k = match item {
+        Item::Get(k) => {
+            let want = Ok(Outcome::Found(
+                model[k].current.clone().map(|(version, value)| shardlite_engine::Record { version, value }),
+            ));
+            return if got == want { Ok(()) } else { Err(format!("got {got:?}, want {want:?}")) };
+        }
+        Item::Put(k, ..) | Item::Delete(k, _) => *k,
+    };
+    let key = model.get_mut(&k).expect("every key is in the model");
+    if let Some(err) = oversized(item) {
+        return if got == Err(err.clone()) { Ok(()) } else { Err(format!("got {got:?}, want {err:?}")) };
+    }
+    let current = key.current.as_ref().map(|(v, _)| *v);
+    let holds = match (condition, current) {
+        (Condition::None, _) | (Condition::Absent, None) | (Condition::Present, Some(_)) => true,
+        (Condition::Version(want), Some(have)) => want == have,
+        _ => false,
+    };
+    let refused = |err: EngineError| {
+        if got == Err(err.clone().into()) {
+            Ok(())
+        } else {
+            Err(format!("got {got:?}, want {err:?}"))
+        }
+    };
+    match item {
+        _ if !holds => refused(EngineError::ConditionFailed { current }),
+        Item::Delete(..) => match current {
+            None => refused(EngineError::NotFound),
+            Some(version) if got == Ok(Outcome::Deleted { version }) => {
+                key.current = None;
+                Ok(())
+            }
+            Some(version) => Err(format!("got {got:?}, want the deletion of {version}")),
+        },
+        Item::Put(_, value, _) => {
+            let Ok(Outcome::Written(w)) = got else { return Err(format!("got {got:?}, want a write")) };
+            if key.seen.contains(&w.version) {
+                return Err(format!("version {} was given to this key before", w.version));
+            }
+            let expected = match current {
+                Some(old) => w.version.id == old.id && w.version.counter == old.counter + 1 && !w.created,
+                None => w.version.counter == 1 && w.created,
+            };
+            if !expected {
+                return Err(format!("wrote {w:?} over {current:?}"));
+            }
+            key.seen.push(w.version);
+            key.current = Some((w.version, value.clone()));
+            Ok(())
+        }
+        Item::Get(_) => unreachable!("answered above"),
     }
 }
