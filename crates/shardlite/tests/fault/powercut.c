@@ -146,14 +146,40 @@ static int watched_path(const char *abs) {
     return strncmp(abs, dir, dir_len) == 0 && (abs[dir_len] == 0 || abs[dir_len] == '/');
 }
 
-/* `path` as an absolute path (relative ones against `dirfd`, or the working directory), in
- * `out`; 0 if it cannot be made absolute. No symlinks are resolved: the server is given the
- * directory's real path, and SQLite and Rust join file names onto it. */
+/* Removes "." and ".." components and repeated slashes from an absolute path, in place. */
+static void normalize(char *path) {
+    char *out = path; /* the result so far, always starting with '/' */
+    const char *in = path;
+    while (*in) {
+        while (*in == '/') in++;
+        const char *end = in;
+        while (*end && *end != '/') end++;
+        size_t len = (size_t)(end - in);
+        if (len == 0 || (len == 1 && in[0] == '.')) {
+            /* nothing */
+        } else if (len == 2 && in[0] == '.' && in[1] == '.') {
+            while (out > path && *--out != '/') {
+            }
+        } else {
+            *out++ = '/';
+            memmove(out, in, len);
+            out += len;
+        }
+        in = end;
+    }
+    if (out == path) *out++ = '/';
+    *out = 0;
+}
+
+/* `path` as a normalized absolute path (relative ones against `dirfd`, or the working
+ * directory), in `out`; 0 if it cannot be made absolute. No symlinks are resolved: the server
+ * is given the directory's real path, and SQLite and Rust join file names onto it. */
 static int absolute(int dirfd, const char *path, char *out, size_t size) {
     if (!path) return 0;
     if (path[0] == '/') {
         if (strlen(path) >= size) return 0;
         strcpy(out, path);
+        normalize(out);
         return 1;
     }
     char base[PATH_MAX];
@@ -166,7 +192,9 @@ static int absolute(int dirfd, const char *path, char *out, size_t size) {
         if (n < 0) return 0;
         base[n] = 0;
     }
-    return snprintf(out, size, "%s/%s", base, path) < (int)size;
+    if (snprintf(out, size, "%s/%s", base, path) >= (int)size) return 0;
+    normalize(out);
+    return 1;
 }
 
 /* A record the shim cannot write whole would make the log lie: better no run than a wrong one. */
@@ -606,8 +634,8 @@ int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpat
                    R(renameat)(olddirfd, oldpath, newdirfd, newpath));
 }
 
-/* RENAME_EXCHANGE would swap two names; the server never asks for it, and the log would say
- * "rename" (the test refuses a log it cannot model, so flags are kept in `a`). */
+/* renameat2's flags are kept in `a`: RENAME_NOREPLACE renames like rename when it succeeds,
+ * RENAME_EXCHANGE swaps two names (the test refuses what it does not model). */
 int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
     if (!active()) return R(renameat2)(olddirfd, oldpath, newdirfd, newpath, flags);
     uint64_t t0 = now();
