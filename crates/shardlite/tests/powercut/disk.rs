@@ -34,7 +34,8 @@
 //!   other shared writable mapping of a file in the directory.
 //! - **Not modelled** (the server does none of it; the replay refuses a log that does):
 //!   subdirectories, files existing before the recording began (other than the directory
-//!   itself), renames into or out of the directory, `renameat2` flags.
+//!   itself), renames into or out of the directory, `renameat2` flags other than
+//!   `RENAME_NOREPLACE`, `O_TMPFILE`.
 //!
 //! Each cut chooses how much of what is not durable survives ([`Survival`]): nothing (the
 //! minimum the contract allows), everything issued (what a `kill -9` at T would leave), or each
@@ -49,6 +50,8 @@ use crate::common::Rng;
 const SECTOR: u64 = 512;
 /// Linux's `__O_TMPFILE` open flag: a file without a name, not modelled.
 const O_TMPFILE: i64 = 0o20_000_000;
+/// renameat2's flag that only refuses to replace an existing name.
+const RENAME_NOREPLACE: i64 = 1;
 
 /// How much of what was not durable at the cut survives.
 #[derive(Debug, Clone, Copy)]
@@ -186,7 +189,8 @@ impl<'a> Disk<'a> {
                 self.files[file].pending.push(index);
             }
             Op::Rename { from, to, flags } => {
-                assert_eq!(*flags, 0, "renameat2 flags are not modelled: {record:?}");
+                // RENAME_NOREPLACE renames like rename when it succeeds; others are not modelled.
+                assert!(*flags & !RENAME_NOREPLACE == 0, "renameat2 flags are not modelled: {record:?}");
                 let (Some(from), Some(to)) = (self.name(from), self.name(to)) else {
                     panic!("renames into or out of the directory are not modelled: {record:?}")
                 };
@@ -313,5 +317,131 @@ fn apply_name(names: &mut BTreeMap<String, usize>, op: NameOp) {
         NameOp::Unlink(name) => {
             names.remove(&name).unwrap_or_else(|| panic!("unlink of {name}, which does not exist"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIR: &str = "/d";
+
+    /// A record of `call` that ran from `t` to `t + 1`.
+    fn at(t: u64, call: &'static str, ino: u64, op: Op) -> Record {
+        Record { call, t_start: t, t_end: t + 1, ino, op }
+    }
+
+    fn create(t: u64, name: &str, ino: u64) -> Record {
+        let path = format!("{DIR}/{name}");
+        at(t, "open64", ino, Op::Open { path, created: true, truncated: false, directory: false, flags: 0o100 })
+    }
+
+    fn write(t: u64, ino: u64, offset: u64, data: &[u8]) -> Record {
+        at(t, "pwrite64", ino, Op::Write { offset, data: data.to_vec() })
+    }
+
+    fn fsync(t: u64, ino: u64) -> Record {
+        at(t, "fsync", ino, Op::Sync { directory: false })
+    }
+
+    fn dir_fsync(t: u64) -> Record {
+        at(t, "fsync", 1, Op::Sync { directory: true })
+    }
+
+    fn crash(records: &[Record], t: u64, survival: Survival, seed: u64) -> BTreeMap<String, Vec<u8>> {
+        let mut disk = Disk::new(DIR, records);
+        disk.advance_to(t);
+        disk.crash(&mut Rng::new(seed), survival)
+    }
+
+    #[test]
+    fn synced_data_survives_and_unsynced_writes_tear_at_sectors() {
+        let a = vec![b'a'; 1024];
+        let b = vec![b'b'; 1024];
+        let log = [create(10, "f", 7), dir_fsync(20), write(30, 7, 0, &a), fsync(40, 7), write(50, 7, 0, &b)];
+        assert_eq!(crash(&log, 100, Survival::Durable, 1)["f"], a);
+        assert_eq!(crash(&log, 100, Survival::Everything, 1)["f"], b);
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 1..64 {
+            let f = &crash(&log, 100, Survival::Random(500_000), seed)["f"];
+            assert_eq!(f.len(), 1024);
+            assert!(
+                f[..512].iter().all(|c| *c == f[0]) && f[512..].iter().all(|c| *c == f[512]),
+                "torn inside a sector"
+            );
+            seen.insert((f[0], f[512]));
+        }
+        assert_eq!(seen.len(), 4, "each sector survives on its own: {seen:?}");
+        // Before the sync completed, the first write was not durable either.
+        assert_eq!(crash(&log, 41, Survival::Durable, 1)["f"], b"");
+    }
+
+    #[test]
+    fn a_sync_covers_only_calls_that_returned_before_it_began() {
+        let log = [
+            create(10, "f", 7),
+            dir_fsync(20),
+            Record {
+                call: "pwrite64",
+                t_start: 30,
+                t_end: 45,
+                ino: 7,
+                op: Op::Write { offset: 0, data: b"x".to_vec() },
+            },
+            fsync(40, 7),
+        ];
+        assert_eq!(crash(&log, 100, Survival::Durable, 1)["f"], b"");
+    }
+
+    #[test]
+    fn names_are_durable_only_after_a_directory_sync() {
+        let log = [
+            create(10, "f.tmp", 7),
+            write(20, 7, 0, b"new"),
+            fsync(30, 7),
+            at(40, "rename", 0, Op::Rename { from: format!("{DIR}/f.tmp"), to: format!("{DIR}/f"), flags: 0 }),
+            dir_fsync(50),
+            at(60, "unlink", 0, Op::Unlink(format!("{DIR}/f"))),
+        ];
+        assert!(crash(&log, 35, Survival::Durable, 1).is_empty(), "the creation was never made durable");
+        assert_eq!(crash(&log, 35, Survival::Everything, 1)["f.tmp"], b"new");
+        let before_dir_sync = crash(&log, 45, Survival::Durable, 1);
+        assert!(before_dir_sync.is_empty(), "{before_dir_sync:?}");
+        assert_eq!(crash(&log, 100, Survival::Durable, 1)["f"], b"new", "the unlink is not durable");
+        assert!(crash(&log, 100, Survival::Everything, 1).is_empty());
+        for seed in 1..32 {
+            let names: Vec<String> = crash(&log, 45, Survival::Random(500_000), seed).into_keys().collect();
+            assert!(names.is_empty() || names == ["f.tmp"] || names == ["f"], "not a prefix: {names:?}");
+        }
+    }
+
+    #[test]
+    fn syncfs_makes_everything_durable_and_sync_file_range_nothing() {
+        let log = [
+            create(10, "f", 7),
+            write(20, 7, 0, b"abc"),
+            at(30, "sync_file_range", 7, Op::Sync { directory: false }),
+            at(40, "syncfs", 7, Op::Sync { directory: false }),
+        ];
+        assert!(crash(&log, 35, Survival::Durable, 1).is_empty());
+        assert_eq!(crash(&log, 100, Survival::Durable, 1)["f"], b"abc");
+    }
+
+    #[test]
+    fn size_changes_survive_or_not_and_shm_files_are_left_out() {
+        let log = [
+            create(10, "w", 7),
+            create(11, "w-shm", 8),
+            dir_fsync(20),
+            write(30, 7, 0, &[1; 1000]),
+            fsync(40, 7),
+            at(50, "ftruncate64", 7, Op::Size(10)),
+            write(60, 7, 2000, b"z"),
+        ];
+        let everything = crash(&log, 100, Survival::Everything, 1);
+        assert!(!everything.contains_key("w-shm"));
+        let w = &everything["w"];
+        assert_eq!((w.len(), &w[..10], w[10..2000].iter().all(|c| *c == 0), w[2000]), (2001, &[1; 10][..], true, b'z'));
+        assert_eq!(crash(&log, 100, Survival::Durable, 1)["w"], vec![1; 1000]);
     }
 }
