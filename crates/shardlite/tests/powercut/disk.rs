@@ -1,7 +1,6 @@
 //! A disk that can lose power: replays the shim's log ([`super::log`]) up to a moment T and
-//! builds one directory that a power cut at T could have left behind. It knows, like redb's
-//! crash-simulating backend, what was durable at each file's last sync, and lets the rest
-//! survive or vanish at random.
+//! builds one directory that a power cut at T could have left behind. It knows what was
+//! durable at each file's last sync, and lets the rest survive or vanish at random.
 //!
 //! The model (ext4 with `data=ordered`, the file system of the project's machine, erring on the
 //! side of losing more):
