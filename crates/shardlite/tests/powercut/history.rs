@@ -1,0 +1,171 @@
+//! What the clients know of each key, and what a key may hold after a power cut at T.
+//!
+//! Each key belongs to one client task, which waits for each answer before its next request,
+//! so a key's writes are a sequence and at most one of them is unanswered at any moment. A
+//! write is *acknowledged before T* if its 2xx answer arrived before T (the answer's arrival is
+//! after the server's commit, so this never credits the server too early); it is *in flight at
+//! T* if it was sent before T and not answered before T. After a power cut at T a key must hold
+//! the state of its last write acknowledged before T (absent if none, or if that was a DELETE),
+//! or the state of the write in flight at T: an unanswered write may or may not have been
+//! applied. The operations of one `POST /batch` that fall in one partition are one transaction:
+//! applied all or none.
+
+use std::collections::BTreeMap;
+
+/// One write to a key: a PUT (the new value) or a DELETE (`None`), alone or in a batch.
+#[derive(Debug, Clone)]
+pub struct Write {
+    /// When the request was sent (read just before sending).
+    pub sent: u64,
+    /// When its 2xx answer arrived; `None` if it never did (the server was killed).
+    pub answered: Option<u64>,
+    /// The key's state after it: the value, or `None` (deleted).
+    pub state: Option<Vec<u8>>,
+    /// The batch it was part of.
+    pub batch: Option<u64>,
+}
+
+/// A key and every write sent to it, in order (writes refused with 503 are left out).
+#[derive(Debug, Clone)]
+pub struct KeyHistory {
+    /// The key.
+    pub key: Vec<u8>,
+    /// Its partition.
+    pub partition: u32,
+    /// Its writes.
+    pub writes: Vec<Write>,
+}
+
+/// What was wrong with a rebuilt directory.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// `shardlite check` failed; its output.
+    Check(String),
+    /// The store did not open; the error.
+    Open(String),
+    /// A key holds a state older than its last acknowledged write: that write was lost.
+    Lost { key: String, expected: String, in_flight: String, found: String },
+    /// A key holds a state no write sent before T produced (a later one, or none at all).
+    Wrong { key: String, expected: String, in_flight: String, found: String },
+    /// An unanswered batch is applied in part within one partition.
+    TornBatch { batch: u64, partition: u32, keys: Vec<(String, Applied)> },
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Check(output) => write!(f, "shardlite check failed:\n{output}"),
+            Failure::Open(err) => write!(f, "the store did not open: {err}"),
+            Failure::Lost { key, expected, in_flight, found } => write!(
+                f,
+                "LOST acknowledged write: key {key}: expected {expected} (or in flight {in_flight}), found {found}"
+            ),
+            Failure::Wrong { key, expected, in_flight, found } => {
+                write!(f, "key {key}: expected {expected} (or in flight {in_flight}), found {found}, which no write before the cut made")
+            }
+            Failure::TornBatch { batch, partition, keys } => {
+                write!(f, "batch {batch} half applied in partition {partition}: {keys:?}")?;
+                if self.explained_by_a_loss() {
+                    write!(f, " (or an acknowledged write to a key it deletes was lost)")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Failure {
+    /// A torn batch whose only applied-looking operations are deletes found absent: the key's
+    /// acknowledged state may have been lost instead (a separate failure; with `synchronous =
+    /// normal`, an expected one), so this proves no torn transaction.
+    pub fn explained_by_a_loss(&self) -> bool {
+        match self {
+            Failure::TornBatch { keys, .. } => !keys.iter().any(|(_, a)| *a == Applied::Yes),
+            _ => false,
+        }
+    }
+}
+
+/// Whether an operation of an unanswered batch shows in the rebuilt store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The key holds the value it put.
+    Yes,
+    /// The key holds its state from before.
+    No,
+    /// It deleted the key, which is absent: applied, unless the key's acknowledged state was
+    /// lost (which an earlier check of the same key cannot tell apart).
+    Deleted,
+}
+
+/// A state as the report shows it: the value's tag (up to its `:`), or "absent".
+pub fn show(state: &Option<Vec<u8>>) -> String {
+    match state {
+        None => "absent".to_owned(),
+        Some(v) => {
+            let tag = v.split(|b| *b == b':').next().unwrap_or(v);
+            format!("{:?}", String::from_utf8_lossy(tag))
+        }
+    }
+}
+
+/// Counts from judging one cut.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Judged {
+    /// Keys whose last acknowledged write before T exists.
+    pub acknowledged: usize,
+    /// Writes in flight at T.
+    pub in_flight: usize,
+    /// Of those, found applied.
+    pub applied: usize,
+}
+
+/// Judges every key against `found` (what the rebuilt store holds for a key) at cut `t`.
+pub fn judge(keys: &[KeyHistory], t: u64, mut found: impl FnMut(&[u8]) -> Option<Vec<u8>>) -> (Judged, Vec<Failure>) {
+    let mut judged = Judged::default();
+    let mut failures = Vec::new();
+    // (batch, partition) -> (key, applied) of its operations in flight at t.
+    let mut batches: BTreeMap<(u64, u32), Vec<(String, Applied)>> = BTreeMap::new();
+    for k in keys {
+        let name = String::from_utf8_lossy(&k.key).into_owned();
+        let acked = k.writes.iter().rposition(|w| w.answered.is_some_and(|a| a < t));
+        let expected = acked.and_then(|i| k.writes[i].state.clone());
+        let mut unanswered = k.writes.iter().filter(|w| w.sent < t && w.answered.is_none_or(|a| a >= t));
+        let in_flight = unanswered.next();
+        assert!(unanswered.next().is_none(), "key {name}: two writes in flight at once");
+        judged.acknowledged += usize::from(acked.is_some());
+        judged.in_flight += usize::from(in_flight.is_some());
+        let state = found(&k.key);
+        let applied = if state == expected {
+            Applied::No
+        } else if in_flight.is_some_and(|w| w.state == state) {
+            judged.applied += 1;
+            if state.is_some() {
+                Applied::Yes
+            } else {
+                Applied::Deleted
+            }
+        } else {
+            let (expected, in_flight_shown, found_shown) =
+                (show(&expected), in_flight.map_or("none".to_owned(), |w| show(&w.state)), show(&state));
+            // An older state: the state before the first write, or one an earlier write made.
+            let older = state.is_none() || k.writes[..acked.unwrap_or(0)].iter().any(|w| w.state == state);
+            failures.push(if older && acked.is_some() {
+                Failure::Lost { key: name.clone(), expected, in_flight: in_flight_shown, found: found_shown }
+            } else {
+                Failure::Wrong { key: name.clone(), expected, in_flight: in_flight_shown, found: found_shown }
+            });
+            continue;
+        };
+        if let Some(batch) = in_flight.and_then(|w| w.batch) {
+            batches.entry((batch, k.partition)).or_default().push((name, applied));
+        }
+    }
+    for ((batch, partition), ops) in batches {
+        let not_applied = ops.iter().filter(|o| o.1 == Applied::No).count();
+        if not_applied != 0 && not_applied != ops.len() {
+            failures.push(Failure::TornBatch { batch, partition, keys: ops });
+        }
+    }
+    (judged, failures)
+}
