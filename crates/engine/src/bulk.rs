@@ -26,12 +26,12 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::{
-    dirlock::DirLock,
     index::{entry, HashIndex},
     keyhash::KeyHasher,
     layout::Layout,
     manifest::Manifest,
-    partition::{recover, sql, Recovered},
+    opening::{open_directory, Opened},
+    partition::{recover, sql, PartitionLog, Recovered},
     Config, Error, Result, Synchronous,
 };
 
@@ -101,6 +101,10 @@ struct Part {
     loaded_to: u64,
     /// Index entries of the records appended, in id order.
     entries: Vec<u64>,
+    /// How far into the commit log the database has applied (unchanged by loading).
+    applied: u64,
+    /// Recovery accepted a loss of durable commits.
+    lost: bool,
 }
 
 /// Appends records `next..next + plan.count` of the plan's data set (where `next` is where the
@@ -119,11 +123,13 @@ pub fn load(
     let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
     let bulk =
         Config { synchronous: Synchronous::Off, checkpoint_pages: 16_384, cache_size_kib: 16_384, ..config.clone() };
-    // Declared before the partitions, so dropped after them: on success and on failure alike.
-    let lock = DirLock::for_opening(&layout, &config, &mut manifest)?;
-    let parts: Vec<Mutex<Part>> = (0..config.partitions)
-        .map(|p| open_part(&layout, p, &bulk, hasher, dataset).map(Mutex::new))
-        .collect::<Result<_>>()?;
+    // The lock is declared before the partitions, so dropped after them: on success and on
+    // failure alike. The loader writes no commit log (its own final checkpoint is durable).
+    let Opened { lock, parts, .. } = open_directory(&layout, &bulk, &mut manifest, false, 1, |p, log| {
+        let part = open_part(&layout, p, &bulk, hasher, dataset, log)?;
+        let (applied, lost) = (part.applied, part.lost);
+        Ok((Mutex::new(part), applied, lost))
+    })?;
     lock.opened()?;
     let start = parts.iter().map(|p| p.lock().expect("fresh lock").loaded_to).min().unwrap_or(0);
     let end = start + count;
@@ -174,11 +180,18 @@ fn open_manifest(layout: &Layout, config: &Config) -> Result<(Config, Manifest)>
     Ok((config, manifest))
 }
 
-fn open_part(layout: &Layout, p: u32, config: &Config, hasher: KeyHasher, dataset: Dataset) -> Result<Part> {
+fn open_part(
+    layout: &Layout,
+    p: u32,
+    config: &Config,
+    hasher: KeyHasher,
+    dataset: Dataset,
+    log: PartitionLog<'_>,
+) -> Result<Part> {
     let conn = sql::open_writer(&layout.db(p), config, config.index)?;
     let loaded_to = check_dataset(&conn, dataset, &layout.db(p))?;
-    let Recovered { next_id, records, index } = recover(&conn, layout, p, config, hasher)?;
-    Ok(Part { id: p, conn, index, next_id, records, loaded_to, entries: Vec::new() })
+    let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, p, config, hasher, log)?;
+    Ok(Part { id: p, conn, index, next_id, records, loaded_to, entries: Vec::new(), applied, lost })
 }
 
 /// How far this partition has loaded `dataset`; refuses a partition holding another data set.
@@ -276,7 +289,7 @@ fn append<'a>(
     chunk_end: u64,
     dataset: Dataset,
 ) -> Result<u64> {
-    let Part { id: partition, conn, index, next_id, records: count, loaded_to, entries } = part;
+    let Part { id: partition, conn, index, next_id, records: count, loaded_to, entries, .. } = part;
     let record_len = dataset.key_size + dataset.value_size;
     let mut id = *next_id;
     sql::begin(conn, crate::TxMode::Immediate)?;
@@ -299,7 +312,7 @@ fn append<'a>(
         }
         drop(insert);
         let appended = id - *next_id;
-        sql::write_meta(conn, id, *count + appended)?;
+        sql::write_meta(conn, id, *count + appended, None)?;
         sql::set_meta_value(conn, "dataset_seed", dataset.seed as i64)?;
         sql::set_meta_value(conn, "dataset_key_size", dataset.key_size as i64)?;
         sql::set_meta_value(conn, "dataset_value_size", dataset.value_size as i64)?;

@@ -102,8 +102,17 @@ pub struct Config {
     pub hash_seed: u64,
     /// SQLite journal mode.
     pub journal: JournalMode,
-    /// SQLite `synchronous`.
+    /// What an acknowledged write survives (SQLite's `synchronous` levels; see
+    /// [`Config::uses_commit_log`] for how `full` is kept).
     pub synchronous: Synchronous,
+    /// With `synchronous = full` in WAL mode: make commits durable through the shared commit
+    /// log, one flush for a whole round of commits over any number of partitions
+    /// ([`crate::commitlog`]). Off: every partition's commit fsyncs its own WAL (kept to
+    /// measure the difference).
+    pub commit_log: bool,
+    /// Bytes preallocated for each segment of the commit log, MiB (a nearly full disk gets
+    /// smaller ones): fewer segment switches against more disk held.
+    pub log_segment_mib: u64,
     /// SQLite page size of new partitions, bytes (512..=65536, a power of two).
     pub page_size: u32,
     /// SQLite `mmap_size` per connection, bytes (0: no memory mapping).
@@ -151,6 +160,8 @@ impl Default for Config {
             hash_seed: 0x5348_4152_444C_4954, // "SHARDLIT"
             journal: JournalMode::Wal,
             synchronous: Synchronous::Full,
+            commit_log: true,
+            log_segment_mib: 64,
             page_size: 4096,
             mmap_size: 0,
             cache_size_kib: 2048,
@@ -172,6 +183,12 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Whether commits are made durable by the shared commit log: `synchronous = full`, WAL,
+    /// and `commit_log` on. Then the partitions' SQLite connections run at `NORMAL`.
+    pub fn uses_commit_log(&self) -> bool {
+        self.commit_log && self.synchronous == Synchronous::Full && self.journal == JournalMode::Wal
+    }
+
     /// The linger as a duration.
     pub fn max_linger(&self) -> Duration {
         Duration::from_micros(self.max_linger_us)
@@ -196,6 +213,7 @@ impl Config {
             ("readers_per_partition", self.readers_per_partition),
             ("lookup_threads", self.lookup_threads),
             ("merge_threshold", self.merge_threshold),
+            ("log_segment_mib", self.log_segment_mib as usize),
         ] {
             if v == 0 {
                 return bad(format!("{name} must be at least 1"));

@@ -9,11 +9,12 @@
 //! missing write-ahead log can mean lost commits ([`crate::partition::wal`]). Both files are
 //! empty, so neither can be half written.
 //!
-//! An open ([`DirLock::for_opening`]) goes: take the lock (learning [`DirLock::unclean`]), check
-//! every partition's log, start a new epoch if the last session may have lost state it had
+//! An open goes: take the lock ([`DirLock::acquire`], learning [`DirLock::unclean`]), read the
+//! commit log, then [`DirLock::begin`]: check every partition's WAL (unless the commit log
+//! judges missing WALs), start a new epoch if the last session may have lost state it had
 //! shown ([`Manifest::start_epoch`]: durable before the old session is forgotten, so a crash
-//! right after cannot hide it), forget the old session (the logs are vouched for), open the
-//! partitions, [`DirLock::opened`]. Dropping the lock after that — which its owner does once
+//! right after cannot hide it), forget the old session (the logs are vouched for); then open
+//! the partitions, and [`DirLock::opened`]. Dropping the lock after that — which its owner does once
 //! every partition is closed, or failed to open and was closed — removes the marker; a
 //! process killed before then leaves it. Dropped before `opening`, the lock leaves the old
 //! session's marker as it found it.
@@ -44,7 +45,7 @@ pub struct DirLock {
 
 impl DirLock {
     /// Takes the directory's lock, or fails with [`Error::InUse`] if another process holds it.
-    fn acquire(layout: &Layout) -> Result<Self> {
+    pub fn acquire(layout: &Layout) -> Result<Self> {
         let path = layout.lock();
         let file = OpenOptions::new().write(true).create(true).truncate(false).open(&path);
         let file = file.map_err(|e| Error::io(&path, &e))?;
@@ -53,22 +54,20 @@ impl DirLock {
         Ok(Self { unclean: marker.exists(), marker, session: false, _lock: lock })
     }
 
-    /// Takes the lock, checks every partition's log against the last session
-    /// ([`wal::check`]), starts a new epoch in `manifest` (written to the directory) if that
-    /// session did not close or lost commits, then forgets that session: what an open does
-    /// before it opens the partitions.
-    pub fn for_opening(layout: &Layout, config: &Config, manifest: &mut Manifest) -> Result<Self> {
-        let mut lock = Self::acquire(layout)?;
+    /// Checks every partition's WAL against the last session ([`wal::check`]; skipped when
+    /// `wal_checks` is false: the commit log judges what a missing WAL lost), starts a new epoch
+    /// in `manifest` (written to the directory) if that session did not close or lost commits,
+    /// then forgets that session: what an open does before it opens the partitions.
+    pub fn begin(&mut self, layout: &Layout, config: &Config, manifest: &mut Manifest, wal_checks: bool) -> Result<()> {
         let mut lost = false;
-        for p in 0..config.partitions {
-            lost |= wal::check(layout, p, lock.unclean, config.accept_wal_loss)?;
+        for p in (0..config.partitions).filter(|_| wal_checks) {
+            lost |= wal::check(layout, p, self.unclean, config.accept_wal_loss)?;
         }
-        if lock.unclean || lost || manifest.needs_epoch() {
+        if self.unclean || lost || manifest.needs_epoch() {
             manifest.start_epoch();
             manifest.write(&layout.manifest())?;
         }
-        lock.opening()?;
-        Ok(lock)
+        self.opening()
     }
 
     /// Whether the last session's partitions were left open (it did not close cleanly).

@@ -8,6 +8,9 @@
 //! DIR/p0000.db (-wal, -shm) partition 0's SQLite database
 //! DIR/p0000.idx             partition 0's compact hash index (index mode `hash` only)
 //! DIR/p0000.idx.tmp         an index being written; removed or renamed into place
+//! DIR/commit-NNNNNNNNNNNNNNNN.log  a segment of the commit log (crate::commitlog)
+//! DIR/commit.base           each partition's durable log position at the last trim
+//! DIR/commit.spare          a segment file kept ready for the next switch
 //! ```
 
 use std::{
@@ -69,7 +72,50 @@ impl Layout {
     pub fn index(&self, p: u32) -> PathBuf {
         self.dir.join(format!("p{p:04}.idx"))
     }
+
+    /// Segment `seq` of the commit log.
+    pub fn log_segment(&self, seq: u64) -> PathBuf {
+        self.dir.join(format!("{LOG_PREFIX}{seq:016}{LOG_SUFFIX}"))
+    }
+
+    /// A commit log segment file kept ready for the next segment switch.
+    pub fn log_spare(&self) -> PathBuf {
+        self.dir.join("commit.spare")
+    }
+
+    /// The commit log's base file.
+    pub fn log_base(&self) -> PathBuf {
+        self.dir.join("commit.base")
+    }
+
+    /// The commit log's segments, `(sequence, path)` in sequence order.
+    pub fn log_segments(&self) -> Result<Vec<(u64, PathBuf)>> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io(&self.dir, &e)),
+        };
+        let mut segments = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&self.dir, &e))?;
+            let name = entry.file_name();
+            let seq = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(LOG_PREFIX))
+                .and_then(|n| n.strip_suffix(LOG_SUFFIX))
+                .filter(|digits| digits.len() == 16)
+                .and_then(|digits| digits.parse::<u64>().ok());
+            if let Some(seq) = seq {
+                segments.push((seq, entry.path()));
+            }
+        }
+        segments.sort();
+        Ok(segments)
+    }
 }
+
+const LOG_PREFIX: &str = "commit-";
+const LOG_SUFFIX: &str = ".log";
 
 /// Replaces `path` with the bytes `write` produces: into `path.tmp`, fsync, rename, fsync the
 /// directory. A crash at any moment leaves either the old file or the new one, never a mix.

@@ -21,6 +21,8 @@
 
 pub mod bulk;
 pub mod cache;
+mod checkpointer;
+pub mod commitlog;
 pub mod config;
 pub mod dirlock;
 pub mod error;
@@ -30,6 +32,7 @@ pub mod layout;
 mod maintenance;
 pub mod manifest;
 pub mod metrics;
+mod opening;
 pub mod ops;
 pub mod partition;
 pub mod store;

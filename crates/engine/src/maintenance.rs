@@ -1,55 +1,110 @@
 //! The maintenance thread: merges partitions' frozen index entries into their files, one at a
-//! time (merges are sequential I/O and must not compete with each other), off the writers' path.
-//! A merge that fails is retried a few seconds later; meanwhile lookups still see the frozen
-//! entries, so nothing is lost, only RAM is held longer.
+//! time (merges are sequential I/O and must not compete with each other), off the writers' path;
+//! and drops the commit log's segments once what they hold is durable elsewhere
+//! ([`CommitLog::trim`]), looking every [`TRIM_EVERY`]. A merge that fails is retried a few
+//! seconds later; meanwhile lookups still see the frozen entries, so nothing is lost, only RAM
+//! is held longer.
+//!
+//! A merge publishes an index file that no longer holds the entries of deleted records. Those
+//! deletes must be durable first, or a power cut could bring a record back that the index
+//! forgot: with the commit log they are (a commit is visible only once logged); at
+//! `synchronous = full` without it, too; at `normal` the merge syncs the partition's WAL after
+//! reading the tombstones and before writing the new file.
 
 use std::{
     collections::BTreeSet,
     sync::{atomic::Ordering, Arc},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::{
+    commitlog::CommitLog,
     index::Tombstones,
     partition::{
         sql,
         writer::{self, Job, Maintenance},
         Partition,
     },
-    Result,
+    Error, Result,
 };
 
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
+/// How often the thread looks for commit log segments to drop.
+pub const TRIM_EVERY: Duration = Duration::from_millis(500);
+
+/// What the maintenance thread looks after.
+pub struct Work {
+    /// Every partition.
+    pub partitions: Vec<Arc<Partition>>,
+    /// The writer threads' queues.
+    pub writers: Vec<Sender<Job>>,
+    /// The commit log, if commits go through it.
+    pub log: Option<Arc<CommitLog>>,
+    /// Sync a partition's WAL before publishing a merge (`synchronous = normal`).
+    pub sync_wal_before_merge: bool,
+}
+
 /// Runs until told to stop (or every sender is gone).
-pub fn run(jobs: Receiver<Maintenance>, partitions: Vec<Arc<Partition>>, writers: Vec<Sender<Job>>) {
+pub fn run(jobs: Receiver<Maintenance>, work: Work) {
     let mut failed = BTreeSet::new();
+    let mut trimmed = Instant::now();
     loop {
-        let wait = if failed.is_empty() { Duration::from_secs(3600) } else { RETRY_AFTER };
+        let wait = match (&work.log, failed.is_empty()) {
+            (Some(_), _) => TRIM_EVERY,
+            (None, false) => RETRY_AFTER,
+            (None, true) => Duration::from_secs(3600),
+        };
         match jobs.recv_timeout(wait) {
             Ok(Maintenance::Merge(p)) => {
                 failed.remove(&p);
-                if merge(&partitions[p as usize], &writers).is_err() {
+                if merge(&work.partitions[p as usize], &work.writers, work.sync_wal_before_merge).is_err() {
                     failed.insert(p);
                 }
             }
             Ok(Maintenance::Stop) | Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {
-                failed.retain(|p| merge(&partitions[*p as usize], &writers).is_err());
+                failed.retain(|p| {
+                    merge(&work.partitions[*p as usize], &work.writers, work.sync_wal_before_merge).is_err()
+                });
             }
+        }
+        if trimmed.elapsed() >= TRIM_EVERY {
+            trimmed = Instant::now();
+            trim(&work);
         }
     }
 }
 
+/// Drops the commit log's segments that are no longer needed, if any, and keeps a spare
+/// segment ready. Nothing is dropped while a partition is poisoned: its own files may not hold
+/// what it committed, so the log keeps it for a restart.
+fn trim(work: &Work) {
+    let Some(log) = &work.log else { return };
+    if log.has_closed_segments() && work.partitions.iter().all(|p| p.poisoned().is_none()) {
+        let applied = || work.partitions.iter().map(|p| p.applied.load(Ordering::Relaxed)).collect();
+        if let Err(err) = log.trim(applied) {
+            tracing::error!(%err, "could not drop commit log segments; they are kept and retried");
+        }
+    }
+    if let Err(err) = log.prepare_spare() {
+        tracing::warn!(%err, "could not prepare a spare commit log segment; a switch will allocate one");
+    }
+}
+
 /// Merges one partition's frozen entries into its index file and tells its writer which
-/// tombstones are now applied.
-pub fn merge(partition: &Partition, writers: &[Sender<Job>]) -> Result<()> {
+/// tombstones are now applied. `sync_wal`: make the deletes behind the tombstones durable
+/// before the file that forgets their entries is written.
+pub fn merge(partition: &Partition, writers: &[Sender<Job>], sync_wal: bool) -> Result<()> {
     let Some(index) = &partition.index else { return Ok(()) };
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let merged = index.merge(|| {
         let (ids, max_seq) = partition.readers.with(sql::tombstones)?;
+        if sync_wal {
+            sync_file(&partition.wal_path)?;
+        }
         Ok(Tombstones { ids: ids.into_iter().collect(), max_seq })
     });
     match merged {
@@ -75,5 +130,14 @@ pub fn merge(partition: &Partition, writers: &[Sender<Job>]) -> Result<()> {
             tracing::error!(partition = partition.id, %err, "index merge failed; will retry");
             Err(err)
         }
+    }
+}
+
+/// fsyncs `path` if it exists (a WAL that a checkpoint removed holds nothing to sync).
+fn sync_file(path: &std::path::Path) -> Result<()> {
+    match std::fs::File::open(path) {
+        Ok(file) => file.sync_all().map_err(|e| Error::io(path, &e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(path, &e)),
     }
 }

@@ -24,13 +24,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     cache::{CacheStats, RecordCache},
-    config::IndexMode,
+    checkpointer::{self, Checkpoints},
+    commitlog::{CommitLog, LogStats},
+    config::{IndexMode, JournalMode, Synchronous},
     dirlock::DirLock,
     keyhash::{KeyHash, KeyHasher},
     layout::Layout,
     maintenance,
     manifest::Manifest,
     metrics::{Metrics, MetricsSnapshot},
+    opening::{open_directory, Opened},
     ops::{Condition, Op, Outcome, Record, Version, Written},
     partition::{
         check::PartitionCheck,
@@ -54,7 +57,11 @@ pub struct Store {
     /// The lookup threads and their queue; taken by `close`.
     lookups: RwLock<Option<Lookups>>,
     maintenance: Mutex<Option<(Sender<Maintenance>, JoinHandle<()>)>>,
+    /// The checkpointer thread; stopped by `close` before the writers' final checkpoints.
+    checkpointer: Mutex<Option<(Checkpoints, JoinHandle<()>)>>,
     metrics: Arc<Metrics>,
+    /// The shared commit log, when commits are made durable by it.
+    log: Option<Arc<CommitLog>>,
     /// The directory's lock; released by `close` once every writer has closed its partitions.
     lock: Mutex<Option<DirLock>>,
 }
@@ -186,37 +193,58 @@ impl Store {
     fn start(layout: Layout, config: Config, mut manifest: Manifest) -> Result<Self> {
         config.validate()?;
         ensure_fd_budget(&config)?;
-        let lock = DirLock::for_opening(&layout, &config, &mut manifest)?;
         let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
         let threads = config.writer_threads.min(config.partitions as usize);
+        let Opened { lock, parts, log } =
+            open_directory(&layout, &config, &mut manifest, config.uses_commit_log(), threads, |p, log| {
+                let (partition, writer, lost) = Partition::open(&layout, p, &config, hasher, log)?;
+                let applied = partition.applied.load(Ordering::Relaxed);
+                Ok(((partition, writer), applied, lost))
+            })?;
+        let log = log.map(Arc::new);
         let metrics = Arc::new(Metrics::default());
         let cache = RecordCache::new(config.record_cache_mib << 20, config.partitions).map(Arc::new);
         let (maintenance_tx, maintenance_rx) = unbounded();
+        let (checkpoint_tx, checkpoint_rx) = unbounded();
+        let checkpoints = Checkpoints::new(checkpoint_tx);
         let mut owned: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
         let mut partitions = Vec::with_capacity(config.partitions as usize);
-        for p in 0..config.partitions {
-            let (partition, writer) = Partition::open(&layout, p, &config, hasher, manifest.epoch)?;
+        for (p, (partition, writer)) in (0..).zip(parts) {
+            partition.set_epoch(manifest.epoch);
             partitions.push(partition);
             owned[writer::owner(p, threads)].push(writer);
         }
         let mut senders = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
-        for (i, writers) in owned.into_iter().enumerate() {
+        for (number, writers) in owned.into_iter().enumerate() {
             let (tx, rx) = bounded(config.queue_capacity);
             let thread = WriterThread {
+                number,
                 jobs: rx,
                 writers,
                 maintenance: maintenance_tx.clone(),
                 metrics: Arc::clone(&metrics),
                 cache: cache.clone(),
                 config: config.clone(),
+                log: log.clone(),
+                checkpoints: checkpoints.clone(),
             };
-            handles.push(spawn(format!("shardlite-writer-{i}"), move || thread.run())?);
+            handles.push(spawn(format!("shardlite-writer-{number}"), move || thread.run())?);
             senders.push(tx);
         }
-        let (parts, writer_senders) = (partitions.clone(), senders.clone());
-        let maintenance_thread =
-            spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, parts, writer_senders))?;
+        let checkpointer = {
+            let (parts, config) = (partitions.clone(), config.clone());
+            spawn("shardlite-checkpointer".into(), move || checkpointer::run(checkpoint_rx, parts, config))?
+        };
+        let maintenance_thread = {
+            let work = maintenance::Work {
+                partitions: partitions.clone(),
+                writers: senders.clone(),
+                log: log.clone(),
+                sync_wal_before_merge: merges_sync_wal(&config),
+            };
+            spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, work))?
+        };
         lock.opened()?;
         let shared = Arc::new(Shared { hasher, partitions, cache, writers: RwLock::new(senders) });
         let (lookup_tx, lookup_rx) = bounded::<LookupJob>(config.queue_capacity);
@@ -240,7 +268,9 @@ impl Store {
             writer_threads: Mutex::new(handles),
             lookups: RwLock::new(Some(Lookups { queue: lookup_tx, threads: lookup_threads })),
             maintenance: Mutex::new(Some((maintenance_tx, maintenance_thread))),
+            checkpointer: Mutex::new(Some((checkpoints, checkpointer))),
             metrics,
+            log,
             lock: Mutex::new(Some(lock)),
         })
     }
@@ -381,7 +411,7 @@ impl Store {
         let writers = self.shared.writers.read().unwrap_or_else(|p| p.into_inner()).clone();
         for partition in self.shared.partitions.iter().filter(|p| p.index.is_some()) {
             if self.shared.control(partition.id, |reply| Job::Freeze { partition: partition.id, reply })? {
-                maintenance::merge(partition, &writers)?;
+                maintenance::merge(partition, &writers, merges_sync_wal(&self.config))?;
             }
         }
         Ok(())
@@ -431,6 +461,7 @@ impl Store {
         let lookup_queue_depth =
             self.lookups.read().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |l| l.queue.len());
         StoreStats {
+            log: self.log.as_ref().map(|log| log.stats()),
             lookup_queue_depth,
             record_cache: self.shared.cache.as_ref().map(|c| c.stats()),
             data_dir: self.layout.dir().display().to_string(),
@@ -454,9 +485,26 @@ impl Store {
             let _ = stop.send(Maintenance::Stop);
             let _ = thread.join();
         }
-        self.shared.writers.write().unwrap_or_else(|p| p.into_inner()).clear();
-        for thread in self.writer_threads.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        if let Some((checkpoints, thread)) = self.checkpointer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            checkpoints.stop();
             let _ = thread.join();
+        }
+        self.shared.writers.write().unwrap_or_else(|p| p.into_inner()).clear();
+        let threads: Vec<_> = self.writer_threads.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
+        let closing = !threads.is_empty();
+        for thread in threads {
+            let _ = thread.join();
+        }
+        if let Some(log) = self.log.as_ref().filter(|_| closing) {
+            // Every partition is checkpointed: the log is no longer needed, unless a partition's
+            // files or the log itself failed (then the next open replays what it holds).
+            let poisoned = self.shared.partitions.iter().any(|p| p.poisoned().is_some());
+            let applied: Vec<u64> = self.shared.partitions.iter().map(|p| p.applied.load(Ordering::Relaxed)).collect();
+            if poisoned || log.has_failed() {
+                tracing::warn!("keeping the commit log: a partition or the log failed; the next open replays it");
+            } else if let Err(err) = log.close(&applied) {
+                tracing::warn!(%err, "could not remove the commit log at close; the next open replays it");
+            }
         }
         // Every partition is closed now: the session ends cleanly.
         drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()).take());
@@ -469,6 +517,12 @@ impl Drop for Store {
     }
 }
 
+/// Whether an index merge must sync the partition's WAL first: only at `synchronous = normal` in
+/// WAL mode are commits visible (and merged) before they are durable ([`maintenance`]).
+fn merges_sync_wal(config: &Config) -> bool {
+    config.synchronous == Synchronous::Normal && config.journal == JournalMode::Wal
+}
+
 fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.clone())
@@ -479,8 +533,9 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<(
 /// Raises the soft open-files limit as far as needed (and allowed), and refuses a
 /// configuration that would run out of file descriptors under load.
 fn ensure_fd_budget(config: &Config) -> Result<()> {
-    // Per partition: the writer's db + wal, the shared shm, the index, two per reader.
-    let per_partition = 4 + 2 * config.readers_per_partition as u64;
+    // Per partition: the writer's db + wal, the shared shm, the index, the checkpointer's db +
+    // wal, two per reader.
+    let per_partition = 6 + 2 * config.readers_per_partition as u64;
     let needed = u64::from(config.partitions) * per_partition + 64;
     let limit = rlimit::increase_nofile_limit(needed).unwrap_or(0);
     if limit != 0 && limit < needed {
@@ -693,6 +748,8 @@ pub struct StoreStats {
     pub record_cache: Option<CacheStats>,
     /// Commit counters and the requests-per-commit histogram.
     pub writers: MetricsSnapshot,
+    /// The commit log's figures (`None`: commits do not go through it).
+    pub log: Option<LogStats>,
 }
 
 impl StoreStats {

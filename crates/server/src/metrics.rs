@@ -149,20 +149,39 @@ pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), st
         gauge(enc, "shardlite_record_cache_bytes", "Bytes the record cache's entries are charged for", cache.bytes)?;
     }
     counter(enc, "shardlite_commits", "Transactions committed by the writers (group commits)", w.commits)?;
-    // With synchronous=full each commit waits for at least one fsync (in WAL mode exactly one,
-    // of the WAL); otherwise commits do not fsync. Checkpoint fsyncs are not counted.
-    let durable = if config.synchronous == Synchronous::Full { w.commits } else { 0 };
-    counter(
-        enc,
-        "shardlite_commit_fsyncs",
-        match config.journal {
-            JournalMode::Wal => "WAL fsyncs at commit (one per commit with synchronous=full; checkpoints not counted)",
-            JournalMode::Delete => {
-                "Commits that waited for fsyncs (synchronous=full; several fsyncs each in delete mode)"
-            }
-        },
-        durable,
-    )?;
+    // What made acknowledged writes durable: with the commit log, its flushes (each one
+    // fdatasync, whatever the number of partitions whose commits it covers); without it, with
+    // synchronous=full, every commit's own sync of its partition's WAL (several in delete
+    // mode); at normal or off, none. Checkpoints' syncs are not on the acknowledgement path.
+    let (flushes, help) = match &stats.log {
+        Some(log) => (log.flushes, "Flushes of the commit log, each making a round of commits durable"),
+        None if config.synchronous == Synchronous::Full => (
+            w.commits,
+            match config.journal {
+                JournalMode::Wal => "Commits that synced their partition's WAL (no commit log)",
+                JournalMode::Delete => "Commits that waited for syncs of their partition's files (several each)",
+            },
+        ),
+        None => (0, "Flushes on the acknowledgement path (none: synchronous is not full)"),
+    };
+    counter(enc, "shardlite_flushes", help, flushes)?;
+    if let Some(log) = &stats.log {
+        counter(enc, "shardlite_log_records", "Records appended to the commit log", log.records)?;
+        counter(enc, "shardlite_log_bytes", "Bytes appended to the commit log", log.bytes)?;
+        let seconds = ConstCounter::new(log.flush_nanos as f64 / 1e9);
+        seconds.encode(enc.encode_descriptor(
+            "shardlite_log_flush_seconds",
+            "Time spent writing and syncing the commit log",
+            None,
+            seconds.metric_type(),
+        )?)?;
+        counter(
+            enc,
+            "shardlite_log_segments_dropped",
+            "Commit log segments dropped once durable elsewhere",
+            log.trims,
+        )?;
+    }
     counter(enc, "shardlite_commit_requests", "Write requests carried by those commits", w.requests)?;
     let commit_seconds = ConstCounter::new(w.commit_nanos as f64 / 1e9);
     commit_seconds.encode(enc.encode_descriptor(

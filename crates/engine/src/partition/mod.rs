@@ -2,11 +2,13 @@
 //!
 //! [`Partition`] is shared (behind an `Arc`) by the store, its reader callers and its writer
 //! thread; the read-write connection itself lives only on the writer thread
-//! ([`writer::PartitionWriter`]). Opening a partition is also its recovery: the index file is
-//! checked, reloaded with the records committed after its watermark, or rebuilt from SQLite.
+//! ([`writer::PartitionWriter`]). Opening a partition is also its recovery: the commit log's
+//! transactions its database lacks are replayed ([`replay`]), then the index file is checked,
+//! reloaded with the records committed after its watermark, or rebuilt from SQLite.
 
 pub mod check;
 pub mod readers;
+pub mod replay;
 pub mod sql;
 pub mod wal;
 pub mod writer;
@@ -14,14 +16,15 @@ pub mod writer;
 use std::{
     path::PathBuf,
     sync::{
-        atomic::{AtomicU64, Ordering},
-        Mutex,
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
+        Arc, Mutex,
     },
 };
 
 use rusqlite::Connection;
 
 use crate::{
+    commitlog::LoggedTx,
     config::IndexMode,
     index::{entry, HashIndex},
     keyhash::KeyHasher,
@@ -42,8 +45,9 @@ pub struct Partition {
     pub wal_path: PathBuf,
     /// How records are found by key.
     pub mode: IndexMode,
-    /// The directory's epoch, part of every version this partition shows.
-    pub epoch: u64,
+    /// The directory's epoch, part of every version this partition shows (set once the
+    /// directory is open: an open may start a new one after the partitions).
+    epoch: AtomicU64,
     /// The compact index (mode `hash` only).
     pub index: Option<HashIndex>,
     /// Read-only connections for lookups.
@@ -52,6 +56,21 @@ pub struct Partition {
     poison: Mutex<Option<String>>,
     /// Counters for statistics, updated by the writer.
     pub counters: Counters,
+    /// How far into the commit log the committed transactions reach (for the log's base).
+    pub applied: AtomicU64,
+    /// Pages in the WAL after the last commit (set by SQLite's WAL hook on the writer).
+    wal_pages: Arc<AtomicU32>,
+    /// A checkpoint is queued for the checkpointer thread.
+    pub checkpoint_queued: AtomicBool,
+}
+
+/// What the commit log holds for one partition at open.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PartitionLog<'a> {
+    /// Its logged transactions, in log order.
+    pub txs: &'a [LoggedTx],
+    /// How far its database was known durable at the log's last trim, if the log keeps a base.
+    pub base: Option<u64>,
 }
 
 /// A partition's running totals.
@@ -70,38 +89,41 @@ pub struct Counters {
 }
 
 impl Partition {
-    /// Opens (creating if needed) partition `id` and recovers its index. Returns the shared
-    /// partition and the writer state that the writer thread will own. Its log must have been
-    /// checked first ([`wal::check`]); `epoch` is the directory's.
+    /// Opens (creating if needed) partition `id`, replays what `log` holds that its database
+    /// lacks and recovers its index. Returns the shared partition and the writer state that the
+    /// writer thread will own, and whether a loss of durable commits was accepted. Its WAL must
+    /// have been checked first ([`wal::check`]); its epoch is set before it serves.
     pub fn open(
         layout: &Layout,
         id: u32,
         config: &Config,
         hasher: KeyHasher,
-        epoch: u64,
-    ) -> Result<(std::sync::Arc<Self>, writer::PartitionWriter)> {
+        log: PartitionLog<'_>,
+    ) -> Result<(Arc<Self>, writer::PartitionWriter, bool)> {
         let db_path = layout.db(id);
         let mut conn = sql::open_writer(&db_path, config, config.index)?;
-        let wal_pages = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let wal_pages = Arc::new(AtomicU32::new(0));
         if config.journal == crate::JournalMode::Wal {
-            sql::watch_wal(&mut conn, std::sync::Arc::clone(&wal_pages))?;
+            sql::watch_wal(&mut conn, Arc::clone(&wal_pages))?;
         }
-        let Recovered { next_id, records, index } = recover(&conn, layout, id, config, hasher)?;
+        let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, id, config, hasher, log)?;
         let partition = std::sync::Arc::new(Self {
             id,
             readers: ReadPool::new(db_path.clone(), config),
             db_path,
             wal_path: layout.wal(id),
             mode: config.index,
-            epoch,
+            epoch: AtomicU64::new(0),
             index,
             poison: Mutex::new(None),
             counters: Counters::default(),
+            applied: AtomicU64::new(applied),
+            wal_pages,
+            checkpoint_queued: AtomicBool::new(false),
         });
         partition.counters.records.store(records, Ordering::Relaxed);
-        let writer =
-            writer::PartitionWriter::new(std::sync::Arc::clone(&partition), conn, hasher, next_id, records, wal_pages);
-        Ok((partition, writer))
+        let writer = writer::PartitionWriter::new(Arc::clone(&partition), conn, hasher, next_id, records);
+        Ok((partition, writer, lost))
     }
 
     /// Reads a record by key through the partition's index and read pool.
@@ -131,9 +153,19 @@ impl Partition {
         }
     }
 
+    /// Pages in the WAL after the last commit.
+    pub fn wal_pages(&self) -> u32 {
+        self.wal_pages.load(Ordering::Relaxed)
+    }
+
+    /// Sets the directory's epoch (before the partition serves).
+    pub fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::Relaxed);
+    }
+
     /// The version of record `id` at `counter`.
     pub fn version(&self, id: u32, counter: u64) -> Version {
-        Version { epoch: self.epoch, id: u64::from(id), counter }
+        Version { epoch: self.epoch.load(Ordering::Relaxed), id: u64::from(id), counter }
     }
 
     /// A row as the record callers see.
@@ -169,17 +201,55 @@ pub struct Recovered {
     pub records: u64,
     /// The compact index, brought up to date (mode `hash` only).
     pub index: Option<HashIndex>,
+    /// How far into the commit log the database has applied.
+    pub applied: u64,
+    /// Commits known durable were missing and their loss was accepted (`accept_wal_loss`).
+    pub lost: bool,
 }
 
-/// Reads partition `id`'s counters through its writer connection and recovers its index: the
-/// one recovery path, for serving and for the bulk loader.
-pub fn recover(conn: &Connection, layout: &Layout, id: u32, config: &Config, hasher: KeyHasher) -> Result<Recovered> {
+/// Replays what the commit log holds that partition `id`'s database lacks, then reads its
+/// counters through its writer connection and recovers its index: the one recovery path, for
+/// serving and for the bulk loader. A database older than the log's base for it lost commits
+/// with its WAL: refused, unless `accept_wal_loss`.
+pub fn recover(
+    conn: &Connection,
+    layout: &Layout,
+    id: u32,
+    config: &Config,
+    hasher: KeyHasher,
+    log: PartitionLog<'_>,
+) -> Result<Recovered> {
+    let mut applied = sql::log_applied(conn)?;
+    let lost = log.base.is_some_and(|base| applied < base);
+    if lost {
+        let detail = format!(
+            "partition {id}'s database has applied the commit log up to position {applied}, but it was durable up \
+             to {}: the commits in between were lost with its write-ahead log",
+            log.base.unwrap_or_default()
+        );
+        if !config.accept_wal_loss {
+            return Err(Error::WalMissing { path: layout.wal(id), detail });
+        }
+        tracing::error!(partition = id, %detail, "accepted: serving what the database and the log still hold");
+    }
+    if !log.txs.is_empty() {
+        let floor = match config.index {
+            IndexMode::Hash => HashIndex::open(&layout.index(id), u32::from(config.fingerprint_bits))
+                .map_or(0, |index| index.watermark()),
+            IndexMode::Sqlite | IndexMode::None => 0,
+        };
+        let (now, replayed) = replay::replay(conn, log.txs, applied, config.index, floor)?;
+        if replayed > 0 {
+            tracing::info!(partition = id, transactions = replayed, "replayed from the commit log");
+        }
+        applied = now;
+    }
     let (next_id, records) = sql::read_meta(conn)?;
     let index = match config.index {
         IndexMode::Hash => Some(recover_index(conn, &layout.index(id), config, hasher, next_id)?),
         IndexMode::Sqlite | IndexMode::None => None,
     };
-    Ok(Recovered { next_id, records, index })
+    Ok(Recovered { next_id, records, index, applied, lost })
 }
 
 /// Opens the index file and brings it up to date with SQLite, or rebuilds it when it is

@@ -3,23 +3,25 @@
 //! Each writer thread owns the read-write connections of a fixed set of partitions (partition
 //! `p` belongs to thread `p % writer_threads`) and one bounded queue of [`Job`]s. The thread
 //! blocks for the first job, drains whatever else is waiting (up to `max_batch`, optionally
-//! lingering `max_linger`), and for each partition touched runs one `BEGIN ... COMMIT` holding
-//! all of its requests. Only after the commit returns are the recent index and every waiter
-//! answered, each with its own per-operation results, or all with the transaction's error.
-//! A failed commit (other than a full disk) or a panic poisons the partition.
+//! lingering `max_linger`): one round. For each partition touched it runs one transaction
+//! holding all of its requests up to its `COMMIT`, and with the commit log appends what each
+//! did to it; then it waits once for the log to be durable (one flush, shared by every writer
+//! thread's round under way); then it commits each transaction (visible to readers only now)
+//! and answers every waiter, each with its own per-operation results, or all with the
+//! transaction's error. A failed commit (other than a full disk) or a panic poisons the
+//! partition.
 //!
 //! ```text
-//! callers --try_send--> [queue, bounded] --> writer thread --> BEGIN; ops...; COMMIT --> replies
+//! callers --try_send--> [queue, bounded] --> writer thread: per partition BEGIN; ops...
+//!                                              --> commit log: append; one flush per round
+//!                                              --> per partition COMMIT --> replies
 //!                                                  \--(index passed merge threshold)--> maintenance
 //! ```
 
 use std::{
     collections::HashMap,
     panic::{catch_unwind, AssertUnwindSafe},
-    sync::{
-        atomic::{AtomicU32, Ordering},
-        Arc,
-    },
+    sync::{atomic::Ordering, Arc},
     time::Instant,
 };
 
@@ -29,6 +31,8 @@ use rusqlite::Connection;
 use super::{check, rebuild_index, sql, Partition};
 use crate::{
     cache::RecordCache,
+    checkpointer::Checkpoints,
+    commitlog::{CommitLog, TxBuilder},
     config::{IndexMode, TxMode},
     index::entry,
     keyhash::KeyHasher,
@@ -108,8 +112,6 @@ pub struct PartitionWriter {
     next_id: u64,
     records: u64,
     candidates: Vec<u32>,
-    /// Pages in the WAL after the last commit (set by SQLite's WAL hook).
-    wal_pages: Arc<AtomicU32>,
 }
 
 /// A transaction's effects, applied to the writer's state only once it commits.
@@ -122,42 +124,29 @@ struct Tx {
     removed: Vec<u64>,
     /// Ids at or below this live in the index file: deleting one leaves a tombstone.
     tombstone_floor: u64,
+    /// What the transaction did, for the commit log (when there is one).
+    log: Option<TxBuilder>,
+}
+
+/// Where a transaction's record is in the commit log: `(lsn, end)`.
+type Logged = (u64, u64);
+
+/// A group's transaction, run up to its `COMMIT` ([`PartitionWriter::prepare`]), waiting for
+/// the round's flush of the commit log ([`PartitionWriter::complete`]).
+struct Prepared {
+    reqs: Vec<WriteRequest>,
+    started: Instant,
+    /// Per-request results and the open transaction; or the error every request gets (the
+    /// transaction rolled back).
+    state: Result<(Vec<Vec<Result<Outcome>>>, Tx)>,
+    /// The transaction's record in the commit log.
+    logged: Option<Logged>,
 }
 
 impl PartitionWriter {
     /// Writer state for a partition just opened.
-    pub fn new(
-        partition: Arc<Partition>,
-        conn: Connection,
-        hasher: KeyHasher,
-        next_id: u64,
-        records: u64,
-        wal_pages: Arc<AtomicU32>,
-    ) -> Self {
-        Self { partition, conn, hasher, next_id, records, candidates: Vec::new(), wal_pages }
-    }
-
-    /// Checkpoints if the WAL has reached `threshold` pages. Runs after the waiters of the
-    /// last commit were answered, so checkpoint I/O never delays an acknowledgement.
-    fn checkpoint_if(&self, threshold: u32) {
-        let pages = self.wal_pages.load(Ordering::Relaxed);
-        if pages < threshold.max(1) {
-            return;
-        }
-        let started = Instant::now();
-        match sql::checkpoint_passive(&self.conn) {
-            Ok(()) => {
-                self.wal_pages.store(0, Ordering::Relaxed);
-                self.partition.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(
-                    partition = self.partition.id,
-                    pages,
-                    us = started.elapsed().as_micros() as u64,
-                    "checkpoint"
-                );
-            }
-            Err(err) => tracing::warn!(partition = self.partition.id, %err, "checkpoint failed"),
-        }
+    pub fn new(partition: Arc<Partition>, conn: Connection, hasher: KeyHasher, next_id: u64, records: u64) -> Self {
+        Self { partition, conn, hasher, next_id, records, candidates: Vec::new() }
     }
 
     /// The partition this writer serves.
@@ -173,52 +162,128 @@ impl PartitionWriter {
         self.hasher
     }
 
-    /// Commits `reqs` in one transaction and answers each. The commit is counted in `metrics`
-    /// before anyone is answered; `cache` learns of it as [`RecordCache`] requires.
-    fn commit_group(
+    /// Runs `reqs` in one transaction up to its `COMMIT` and, with a commit log, appends what
+    /// it did to the log. Nothing is visible to readers yet.
+    fn prepare(&mut self, reqs: Vec<WriteRequest>, tx_mode: TxMode, log: Option<&CommitLog>) -> Prepared {
+        let started = Instant::now();
+        let mut prepared = Prepared { reqs, started, state: Err(Error::Closed), logged: None };
+        if let Some(err) = self.partition.poison_error() {
+            prepared.state = Err(err);
+            return prepared;
+        }
+        if let Some(index) = &self.partition.index {
+            index.prefetch(prepared.reqs.iter().flat_map(|r| r.ops.iter().map(|(_, fp)| *fp)));
+        }
+        let reqs = &prepared.reqs;
+        let run = catch_unwind(AssertUnwindSafe(|| self.transact_repairing(reqs, tx_mode, log.is_some())));
+        prepared.state = match run {
+            Ok(Ok(done)) => Ok(done),
+            Ok(Err(err)) => Err(self.failed(err)),
+            Err(panic) => Err(self.panicked(&*panic)),
+        };
+        if let (Ok((_, tx)), Some(log)) = (&mut prepared.state, log) {
+            match self.log(tx, log) {
+                Ok(logged) => prepared.logged = logged,
+                Err((err, logged)) => {
+                    sql::rollback(&self.conn);
+                    prepared.logged = logged;
+                    prepared.state = Err(self.failed(err));
+                }
+            }
+        }
+        prepared
+    }
+
+    /// Appends the transaction's record to the log and writes, inside the transaction, the
+    /// partition's counters and how far it applies the log. A transaction that wrote nothing
+    /// logs nothing. On error, what was appended (to be cancelled).
+    fn log(&self, tx: &mut Tx, log: &CommitLog) -> std::result::Result<Option<Logged>, (Error, Option<Logged>)> {
+        let Some(builder) = tx.log.take().filter(|b| !b.is_empty()) else { return Ok(None) };
+        let body = builder.finish(self.partition.id, tx.next_id, tx.records);
+        let (lsn, end) = log.append(&body).map_err(|e| (e, None))?;
+        sql::write_meta(&self.conn, tx.next_id, tx.records, Some(end)).map_err(|e| (e, Some((lsn, end))))?;
+        Ok(Some((lsn, end)))
+    }
+
+    /// Commits a prepared group once the log is durable past its record (`flushed`), then
+    /// answers each request; a group that fails is rolled back, its logged record cancelled,
+    /// and every request answered the error. The commit is counted in `metrics` before anyone
+    /// is answered; `cache` learns of it as [`RecordCache`] requires.
+    fn complete(
         &mut self,
-        reqs: Vec<WriteRequest>,
-        tx_mode: TxMode,
+        prepared: Prepared,
+        flushed: &Result<()>,
+        log: Option<&CommitLog>,
         metrics: &Metrics,
         cache: Option<&RecordCache>,
     ) {
-        let started = Instant::now();
-        if let Some(err) = self.partition.poison_error() {
-            return reply_all(reqs, &err);
-        }
-        if let Some(index) = &self.partition.index {
-            index.prefetch(reqs.iter().flat_map(|r| r.ops.iter().map(|(_, fp)| *fp)));
-        }
-        let outcome = catch_unwind(AssertUnwindSafe(|| self.transact_repairing(&reqs, tx_mode, cache)));
-        if let Some(cache) = cache {
-            cache.commit_ended(self.partition.id);
+        let Prepared { reqs, started, state, logged } = prepared;
+        let outcome = match state {
+            Err(err) => Err(err),
+            Ok((results, tx)) => match flushed {
+                Err(err) if logged.is_some() => {
+                    sql::rollback(&self.conn);
+                    Err(self.failed(err.clone()))
+                }
+                _ => match catch_unwind(AssertUnwindSafe(|| self.commit(&tx, cache))) {
+                    Ok(Ok(())) => Ok((results, tx)),
+                    Ok(Err(err)) => {
+                        sql::rollback(&self.conn);
+                        Err(self.failed(err))
+                    }
+                    Err(panic) => Err(self.panicked(&*panic)),
+                },
+            },
+        };
+        if let (Err(_), Some((lsn, _)), Some(log), Ok(())) = (&outcome, logged, log, flushed) {
+            // Logged and durable, but not committed: replay must not apply it.
+            if let Err(err) = log.cancel(self.partition.id, lsn) {
+                self.partition.poison(format!("could not cancel a failed commit in the commit log: {err}"));
+            }
         }
         metrics.record_commit(reqs.len(), started.elapsed());
         match outcome {
-            Ok(Ok((results, tx))) => {
-                self.finish(&tx, results.iter().map(Vec::len).sum());
+            Ok((results, tx)) => {
+                self.finish(&tx, results.iter().map(Vec::len).sum(), logged.map(|(_, end)| end));
                 for (req, result) in reqs.into_iter().zip(results) {
                     let _ = req.reply.send(Ok(result));
                 }
             }
-            Ok(Err(err)) => {
-                if !err.is_disk_full() {
-                    self.partition.poison(format!("commit failed: {err}"));
-                }
-                reply_all(reqs, &err);
-            }
-            Err(panic) => {
-                sql::rollback(&self.conn);
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                self.partition.poison(format!("writer panicked: {what}"));
-                let err = self.partition.poison_error().unwrap_or(Error::Closed);
-                reply_all(reqs, &err);
-            }
+            Err(err) => reply_all(reqs, &err),
         }
+    }
+
+    /// `COMMIT`s the open transaction; just before, the keys it wrote leave `cache`.
+    fn commit(&self, tx: &Tx, cache: Option<&RecordCache>) -> Result<()> {
+        if let Some(cache) = cache.filter(|_| !tx.overlay.is_empty()) {
+            cache.commit_begins(self.partition.id, tx.overlay.keys());
+        }
+        let committed = sql::commit(&self.conn);
+        if let Some(cache) = cache {
+            cache.commit_ended(self.partition.id);
+        }
+        committed
+    }
+
+    /// A transaction failed with `err`: poisons the partition unless the disk was full (SQLite
+    /// rolled back cleanly, and the write may be retried). Returns the error to answer.
+    fn failed(&self, err: Error) -> Error {
+        if !err.is_disk_full() {
+            self.partition.poison(format!("commit failed: {err}"));
+        }
+        err
+    }
+
+    /// The writer panicked inside a transaction: rolls back, poisons, returns the error.
+    fn panicked(&self, panic: &(dyn std::any::Any + Send)) -> Error {
+        sql::rollback(&self.conn);
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        self.partition.poison(format!("writer panicked: {what}"));
+        self.partition.poison_error().unwrap_or(Error::Closed)
     }
 
     /// Runs the transaction; if the index file turns out damaged, rebuilds it and runs again.
@@ -226,24 +291,25 @@ impl PartitionWriter {
         &mut self,
         reqs: &[WriteRequest],
         tx_mode: TxMode,
-        cache: Option<&RecordCache>,
+        logging: bool,
     ) -> Result<(Vec<Vec<Result<Outcome>>>, Tx)> {
-        match self.transact(reqs, tx_mode, cache) {
+        match self.transact(reqs, tx_mode, logging) {
             Err(Error::Corrupt { path, what }) if self.partition.index.is_some() => {
                 tracing::warn!(partition = self.partition.id, path = %path.display(), %what, "index damaged; rebuilding");
                 self.rebuild()?;
-                self.transact(reqs, tx_mode, cache)
+                self.transact(reqs, tx_mode, logging)
             }
             other => other,
         }
     }
 
-    /// Runs the transaction; just before its `COMMIT`, the keys it wrote leave `cache`.
+    /// Runs the transaction up to its `COMMIT` (rolled back on error); `logging`: note its
+    /// effects for the commit log.
     fn transact(
         &mut self,
         reqs: &[WriteRequest],
         tx_mode: TxMode,
-        cache: Option<&RecordCache>,
+        logging: bool,
     ) -> Result<(Vec<Vec<Result<Outcome>>>, Tx)> {
         let mut tx = Tx {
             next_id: self.next_id,
@@ -252,6 +318,7 @@ impl PartitionWriter {
             added: Vec::new(),
             removed: Vec::new(),
             tombstone_floor: self.partition.index.as_ref().map_or(0, |i| i.tombstone_floor()),
+            log: logging.then(TxBuilder::default),
         };
         sql::begin(&self.conn, tx_mode)?;
         let run = (|| {
@@ -263,13 +330,9 @@ impl PartitionWriter {
                 }
                 results.push(outcomes);
             }
-            if (tx.next_id, tx.records) != (self.next_id, self.records) {
-                sql::write_meta(&self.conn, tx.next_id, tx.records)?;
+            if !logging && (tx.next_id, tx.records) != (self.next_id, self.records) {
+                sql::write_meta(&self.conn, tx.next_id, tx.records, None)?;
             }
-            if let Some(cache) = cache.filter(|_| !tx.overlay.is_empty()) {
-                cache.commit_begins(self.partition.id, tx.overlay.keys());
-            }
-            sql::commit(&self.conn)?;
             Ok(results)
         })();
         match run {
@@ -302,6 +365,9 @@ impl PartitionWriter {
                 let Some((id, counter)) = current else { return self.append(tx, key, value, fp) };
                 let counter = counter + 1;
                 sql::update(&self.conn, id, counter, value)?;
+                if let Some(log) = &mut tx.log {
+                    log.update(id, counter, value);
+                }
                 tx.overlay.insert(key.clone(), Some((id, counter)));
                 Ok(Ok(Outcome::Written(Written { version: self.partition.version(id, counter), created: false })))
             }
@@ -314,6 +380,9 @@ impl PartitionWriter {
                 let hashed = self.partition.mode == IndexMode::Hash;
                 let tombstone = hashed && u64::from(id) <= tx.tombstone_floor;
                 sql::delete(&self.conn, id, tombstone)?;
+                if let Some(log) = &mut tx.log {
+                    log.delete(id);
+                }
                 if hashed && !tombstone {
                     tx.removed.push(entry(fp, id));
                 }
@@ -329,6 +398,9 @@ impl PartitionWriter {
             return Ok(Err(Error::PartitionFull { partition: self.partition.id }));
         };
         sql::insert(&self.conn, id, key, 1, value)?;
+        if let Some(log) = &mut tx.log {
+            log.insert(id, 1, key, value);
+        }
         tx.next_id += 1;
         tx.records += 1;
         let written = Outcome::Written(Written { version: self.partition.version(id, 1), created: true });
@@ -363,14 +435,18 @@ impl PartitionWriter {
         }
     }
 
-    /// Publishes a committed transaction: ids, counts and the recent index.
-    fn finish(&mut self, tx: &Tx, ops: usize) {
+    /// Publishes a committed transaction: ids, counts, the recent index, and how far the
+    /// partition applies the commit log (`applied`: the end of its record, if logged).
+    fn finish(&mut self, tx: &Tx, ops: usize, applied: Option<u64>) {
         self.next_id = tx.next_id;
         self.records = tx.records;
         let counters = &self.partition.counters;
         counters.records.store(tx.records, Ordering::Relaxed);
         counters.commits.fetch_add(1, Ordering::Relaxed);
         counters.ops.fetch_add(ops as u64, Ordering::Relaxed);
+        if let Some(end) = applied {
+            self.partition.applied.store(end, Ordering::Relaxed);
+        }
         if let Some(index) = &self.partition.index {
             index.apply(&tx.added, &tx.removed, tx.next_id - 1);
         }
@@ -393,6 +469,8 @@ fn reply_all(reqs: Vec<WriteRequest>, err: &Error) {
 
 /// A writer thread: its queue, its partitions, and where it reports merges.
 pub struct WriterThread {
+    /// The thread's number (partition `p` belongs to thread `p % writer_threads`).
+    pub number: usize,
     /// The thread's queue.
     pub jobs: Receiver<Job>,
     /// The partitions this thread owns.
@@ -405,6 +483,10 @@ pub struct WriterThread {
     pub cache: Option<Arc<RecordCache>>,
     /// The store's configuration.
     pub config: Config,
+    /// The shared commit log, when commits are made durable by it.
+    pub log: Option<Arc<CommitLog>>,
+    /// Where checkpoints are asked for.
+    pub checkpoints: Checkpoints,
 }
 
 impl WriterThread {
@@ -422,9 +504,7 @@ impl WriterThread {
                     control => self.control(control),
                 }
             }
-            for (partition, reqs) in groups {
-                self.commit(partition, reqs);
-            }
+            self.commit_round(groups);
         }
         self.close();
     }
@@ -454,17 +534,38 @@ impl WriterThread {
             .expect("a job reached the thread that owns its partition")
     }
 
-    fn commit(&mut self, partition: u32, reqs: Vec<WriteRequest>) {
+    /// Commits one round: each partition's requests in one transaction, all run up to their
+    /// `COMMIT` first; then, with a commit log, one wait for the log to be durable past every
+    /// record of the round (one flush, shared with the other writer threads' rounds); then each
+    /// transaction commits and its requests are answered, and a checkpoint of its partition asked
+    /// for or its recent index frozen if due.
+    fn commit_round(&mut self, groups: Vec<(u32, Vec<WriteRequest>)>) {
         let tx_mode = self.config.transaction;
-        let threshold = self.config.merge_threshold;
-        let checkpoint_pages = self.config.checkpoint_pages;
-        let (metrics, cache) = (Arc::clone(&self.metrics), self.cache.clone());
-        let writer = self.writer(partition);
-        writer.commit_group(reqs, tx_mode, &metrics, cache.as_deref());
-        writer.checkpoint_if(checkpoint_pages);
-        let froze = writer.partition.index.as_ref().is_some_and(|i| i.freeze_if(threshold));
-        if froze {
-            let _ = self.maintenance.send(Maintenance::Merge(partition));
+        let log = self.log.clone();
+        if let Some(log) = &log {
+            log.hold(self.number);
+        }
+        let prepared: Vec<(u32, Prepared)> = groups
+            .into_iter()
+            .map(|(partition, reqs)| (partition, self.writer(partition).prepare(reqs, tx_mode, log.as_deref())))
+            .collect();
+        let flushed = match (&log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end)| end)).max()) {
+            (Some(log), Some(end)) => log.wait_durable(end),
+            _ => Ok(()),
+        };
+        let (metrics, cache, checkpoints) = (Arc::clone(&self.metrics), self.cache.clone(), self.checkpoints.clone());
+        let (threshold, checkpoint_pages) = (self.config.merge_threshold, self.config.checkpoint_pages);
+        for (partition, group) in prepared {
+            let writer = self.writer(partition);
+            writer.complete(group, &flushed, log.as_deref(), &metrics, cache.as_deref());
+            checkpoints.want(&writer.partition, checkpoint_pages);
+            let froze = writer.partition.index.as_ref().is_some_and(|i| i.freeze_if(threshold));
+            if froze {
+                let _ = self.maintenance.send(Maintenance::Merge(partition));
+            }
+        }
+        if let Some(log) = &log {
+            log.release(self.number);
         }
     }
 

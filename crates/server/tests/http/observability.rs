@@ -2,6 +2,7 @@
 
 use reqwest::{header, StatusCode};
 use serde_json::Value;
+use shardlite_engine::{Config, KeyHasher, Synchronous};
 
 use crate::common::{config, key, on_both_backends, Kind, TestServer};
 
@@ -101,7 +102,7 @@ async fn metrics_count_requests_by_route_and_status_and_read_the_store() {
         format!(r#"{duration}{{route="/kv/{{key}}",method="GET",status="404"}} 1"#),
         "shardlite_records 3".to_owned(),
         "shardlite_commit_requests_total 3".to_owned(),
-        "shardlite_commit_fsyncs_total 0".to_owned(),
+        "shardlite_flushes_total 0".to_owned(),
         "shardlite_http_connections_open 1".to_owned(),
     ] {
         assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
@@ -123,6 +124,33 @@ async fn metrics_count_requests_by_route_and_status_and_read_the_store() {
         assert!(text.contains(name), "missing {name} in\n{text}");
     }
     assert!(text.ends_with("# EOF\n"));
+}
+
+/// With `synchronous = full`, acknowledged writes are made durable by flushes of the commit
+/// log: one write at a time, one flush each; a batch, one record per partition it touches and
+/// at most as many flushes (fewer when writer threads share one).
+#[tokio::test]
+async fn metrics_count_the_commit_logs_flushes() {
+    let config = Config { synchronous: Synchronous::Full, ..config() };
+    let hasher = KeyHasher::new(config.hash_seed, config.partitions);
+    let server = TestServer::start(config).await;
+    for i in 0..3 {
+        server.client.put(server.kv(&key(i))).body("v").send().await.unwrap();
+    }
+    let ops: Vec<serde_json::Value> =
+        (10..30).map(|i| serde_json::json!({"op": "put", "key": hex::encode(key(i)), "value": "00"})).collect();
+    let body = serde_json::json!({ "ops": ops }).to_string();
+    assert_eq!(server.client.post(server.at("/batch")).body(body).send().await.unwrap().status(), StatusCode::OK);
+    let text = server.client.get(server.at("/metrics")).send().await.unwrap().text().await.unwrap();
+    let value = |name: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("no {name}"));
+        line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64
+    };
+    let touched = (10..30).map(|i| hasher.locate(&key(i)).partition).collect::<std::collections::BTreeSet<_>>().len();
+    let flushes = value("shardlite_flushes_total");
+    assert!((4..=3 + touched as u64).contains(&flushes), "3 single writes and one batch: {flushes} flushes");
+    assert_eq!(value("shardlite_log_records_total"), 3 + touched as u64, "one record per partition's transaction");
+    assert!(value("shardlite_log_bytes_total") > 20 * 32);
 }
 
 #[tokio::test]

@@ -60,9 +60,17 @@ pub struct EngineFlags {
     /// SQLite journal: wal or delete [default: wal].
     #[arg(long)]
     pub journal: Option<JournalMode>,
-    /// SQLite synchronous: full (survives power loss), normal or off [default: full].
+    /// What an acknowledged write survives: full (power loss), normal (a crash of the process)
+    /// or off [default: full].
     #[arg(long)]
     pub synchronous: Option<Synchronous>,
+    /// With synchronous=full: make commits durable with one flush of the shared commit log per
+    /// round of commits (true), or with an fsync of each partition's WAL (false) [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub commit_log: Option<bool>,
+    /// MiB preallocated for each commit log segment [default: 64].
+    #[arg(long)]
+    pub log_segment_mib: Option<u64>,
     /// SQLite page size of new partitions, bytes [default: 4096].
     #[arg(long)]
     pub page_size: Option<u32>,
@@ -233,6 +241,8 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         hash_seed,
         journal,
         synchronous,
+        commit_log,
+        log_segment_mib,
         page_size,
         mmap_size,
         cache_size_kib,
@@ -351,6 +361,10 @@ mod tests {
             "delete",
             "--synchronous",
             "normal",
+            "--commit-log",
+            "false",
+            "--log-segment-mib",
+            "8",
             "--page-size",
             "1024",
             "--mmap-size",
@@ -388,6 +402,8 @@ mod tests {
             hash_seed: 7,
             journal: JournalMode::Delete,
             synchronous: Synchronous::Normal,
+            commit_log: false,
+            log_segment_mib: 8,
             page_size: 1024,
             mmap_size: 4096,
             cache_size_kib: 64,

@@ -1,0 +1,770 @@
+//! The commit log: one append-only log shared by every partition, so that one flush makes a
+//! whole round of commits durable, however many partitions it touched.
+//!
+//! With `synchronous = full` (WAL journal, `commit_log` on) the partitions' SQLite connections
+//! run at `synchronous = NORMAL`: a commit writes its WAL frames without waiting for the disk.
+//! Durability comes from here instead. A writer thread runs each partition's transaction up to
+//! its `COMMIT`, appends what the transaction did to this log ([`CommitLog::append`]: ids, keys,
+//! values, counters, the partition's `next_id` and record count after it), and waits for the
+//! log to be durable ([`CommitLog::wait_durable`]); only then does it `COMMIT` (making the
+//! writes visible to readers) and answer. Whoever waits first while no flush runs leads the next
+//! flush: it writes every record appended so far with one `pwrite` per segment and one
+//! `fdatasync`, then wakes the others. So writes are never visible before they are durable,
+//! and a round of commits over 100 partitions costs one flush of one file.
+//!
+//! Each partition's database records how far into the log it has applied (`meta.log_applied`,
+//! written in the same transaction). Opening reads the log ([`Recovery::read`]) and each
+//! partition replays the logged transactions its database lacks (lost with its WAL on power
+//! loss: SQLite at NORMAL syncs its WAL only at checkpoints), then the replayed state is made
+//! durable (`syncfs`), the base file written and the old segments dropped ([`finish_recovery`]).
+//! A running log drops whole segments the same way ([`CommitLog::trim`]): once every record in
+//! them is committed in SQLite, `syncfs` makes those commits durable, [`base`] records each
+//! partition's durable position, then the segments go.
+//!
+//! SQLite's own protocol stays power-safe at NORMAL: it syncs the WAL before a checkpoint copies
+//! it, the database after, and the WAL header before it is reused.
+//!
+//! Segments are preallocated, so appending never runs out of space mid-record: a full disk
+//! shows when a new segment is created, before any byte of the records that needed it is
+//! written, and those transactions are rolled back and answered `DiskFull`. A segment whose
+//! blocks were written before (zeros, or an older segment's records, which their LSNs tell
+//! apart) makes each flush cheaper than a merely allocated one, whose blocks the file system
+//! must mark written at every sync (measured: 73 against 79 µs of CPU per durable PUT); so the
+//! maintenance thread keeps such a spare ready ([`CommitLog::prepare_spare`]), recycling a
+//! dropped segment when there is one, and a switch renames it into place. If SQLite then fails
+//! to commit a logged transaction, a cancel record (flushed before anyone is answered) keeps
+//! replay from applying it. A failed write or sync of the log itself fails it for good: every
+//! later append is refused until a restart, which replays what the log holds.
+
+pub mod base;
+pub mod format;
+
+use std::{
+    collections::HashSet,
+    fs::File,
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Condvar, Mutex, MutexGuard,
+    },
+    time::Instant,
+};
+
+pub use format::{Body, Effect, LoggedTx, TxBuilder};
+use format::{Record, SegmentHeader, HEADER};
+
+use crate::{
+    layout::{self, Layout},
+    Error, Result,
+};
+
+/// The least a segment is preallocated with when the disk has no room for the configured size
+/// (`log_segment_mib`): the store still opens and writes on a nearly full disk, in smaller
+/// segments. (A transaction bigger than a segment gets a segment of its own size.)
+const SMALL_SEGMENT_BYTES: u64 = 1 << 20;
+
+/// How long after failing to make a spare segment (a full disk) the log tries again.
+const SPARE_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What the log has done, for `/stats` and `/metrics`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LogStats {
+    /// Flushes (one `fdatasync` each, more when a flush spans segments).
+    pub flushes: u64,
+    /// Records (transactions and cancels) appended.
+    pub records: u64,
+    /// Bytes appended.
+    pub bytes: u64,
+    /// Time spent writing and syncing, nanoseconds.
+    pub flush_nanos: u64,
+    /// Segments dropped since open.
+    pub trims: u64,
+}
+
+/// One segment file, open for writing.
+#[derive(Debug)]
+struct Segment {
+    header: SegmentHeader,
+    /// The LSN just past its preallocated space.
+    limit: u64,
+    file: File,
+    path: PathBuf,
+}
+
+impl Segment {
+    /// Creates segment `seq` starting at LSN `base` with room for `want` bytes of records (and
+    /// at least `need`), or if the disk has no room for that, for less: `need`, but at least
+    /// [`SMALL_SEGMENT_BYTES`].
+    fn create_fitting(layout: &Layout, seq: u64, base: u64, want: u64, need: u64) -> Result<Self> {
+        let need = need.div_ceil(HEADER) * HEADER;
+        let size = want.max(need);
+        match Self::create(layout, seq, base, size) {
+            Err(err) if err.is_disk_full() && need.max(SMALL_SEGMENT_BYTES) < size => {
+                let small = need.max(SMALL_SEGMENT_BYTES);
+                tracing::warn!(%err, bytes = small, "the disk is nearly full: a small commit log segment");
+                Self::create(layout, seq, base, small)
+            }
+            other => other,
+        }
+    }
+
+    /// Creates segment `seq` starting at LSN `base` with room for `bytes` of records: the file
+    /// preallocated, its header written and synced, and its name made durable.
+    fn create(layout: &Layout, seq: u64, base: u64, bytes: u64) -> Result<Self> {
+        let path = layout.log_segment(seq);
+        let io = |e: std::io::Error| Error::io(&path, &e);
+        let file = File::options().read(true).write(true).create(true).truncate(true).open(&path).map_err(io)?;
+        let made = (|| {
+            let len = i64::try_from(HEADER + bytes).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+            nix::fcntl::fallocate(&file, nix::fcntl::FallocateFlags::empty(), 0, len).map_err(std::io::Error::from)?;
+            let header = SegmentHeader { seq, base };
+            file.write_all_at(&header.encode(), 0)?;
+            file.sync_all()?;
+            layout::sync_dir(&path)
+        })();
+        if let Err(e) = made {
+            let _ = std::fs::remove_file(&path);
+            return Err(io(e));
+        }
+        Ok(Self { header: SegmentHeader { seq, base }, limit: base + bytes, file, path })
+    }
+
+    /// Makes the spare segment file `file` (at `layout.log_spare()`) segment `seq` starting at
+    /// `base`, if it has room for `len` bytes: its header written and synced first, then renamed
+    /// into place, then its name synced. Its old records cannot pass for new ones: their LSNs
+    /// are not their new positions.
+    fn adopt(layout: &Layout, file: File, seq: u64, base: u64, len: u64) -> Result<Option<Self>> {
+        let (spare, path) = (layout.log_spare(), layout.log_segment(seq));
+        let size = file.metadata().map_err(|e| Error::io(&spare, &e))?.len();
+        if size <= HEADER + len {
+            return Ok(None);
+        }
+        let header = SegmentHeader { seq, base };
+        file.write_all_at(&header.encode(), 0)
+            .and_then(|()| file.sync_data())
+            .and_then(|()| std::fs::rename(&spare, &path))
+            .and_then(|()| layout::sync_dir(&path))
+            .map_err(|e| Error::io(&path, &e))?;
+        Ok(Some(Self { header, limit: base + size - HEADER, file, path }))
+    }
+
+    fn offset(&self, lsn: u64) -> u64 {
+        lsn - self.header.base + HEADER
+    }
+}
+
+/// Renames a segment file no longer needed to the spare's name if there is no spare yet (its
+/// blocks are written: it makes a good next segment), else removes it.
+fn retire(layout: &Layout, path: &Path) -> Result<()> {
+    let spare = layout.log_spare();
+    if !spare.exists() && std::fs::rename(path, &spare).is_ok() {
+        return Ok(());
+    }
+    remove(path)
+}
+
+/// Records appended to one segment, not written yet.
+#[derive(Debug)]
+struct Chunk {
+    segment: Arc<Segment>,
+    /// LSN of the first byte.
+    lsn: u64,
+    bytes: Vec<u8>,
+}
+
+/// Everything behind the log's lock.
+#[derive(Debug)]
+struct State {
+    /// The segment receiving appends.
+    segment: Arc<Segment>,
+    /// Earlier segments of this session, oldest first, with the LSN where each ends.
+    closed: Vec<(Arc<Segment>, u64)>,
+    /// The LSN just past the last appended byte.
+    end: u64,
+    /// Appended, not yet written: in LSN order.
+    pending: Vec<Chunk>,
+    /// Everything before this LSN is durable.
+    durable: u64,
+    /// A flush is under way.
+    flushing: bool,
+    /// Flushes begun so far; the one under way (if any) is number `flushes_begun - 1`.
+    flushes_begun: u64,
+    /// Where the flush under way ends.
+    flush_target: u64,
+    /// Why the log refuses appends, once a write or sync of it failed.
+    failed: Option<String>,
+}
+
+/// The shared commit log of a running store.
+#[derive(Debug)]
+pub struct CommitLog {
+    layout: Layout,
+    /// The data directory, open since before recovery wrote anything: `syncfs` through it
+    /// reports every writeback error of the file system since then.
+    dir: File,
+    segment_bytes: u64,
+    state: Mutex<State>,
+    /// A segment file ready to be renamed into place at the next switch, its blocks written.
+    spare: Mutex<Option<File>>,
+    /// When making a spare last failed (a full disk): not tried again for [`SPARE_RETRY`].
+    spare_failed: Mutex<Option<Instant>>,
+    /// Where waiters sleep, by the parity of the flush that will cover them: the end of a flush
+    /// wakes only the threads it covered (and one of those waiting for the next flush, to lead
+    /// it), not every writer thread.
+    flushed: [Condvar; 2],
+    /// Per writer thread: the lowest LSN it may have appended without committing yet
+    /// (`u64::MAX`: none). Segments are dropped only below all of them.
+    holds: Vec<AtomicU64>,
+    flushes: AtomicU64,
+    records: AtomicU64,
+    bytes: AtomicU64,
+    flush_nanos: AtomicU64,
+    trims: AtomicU64,
+}
+
+impl CommitLog {
+    /// Starts a new log in `layout` after `recovery` (whose segments must be gone:
+    /// [`finish_recovery`]) at LSN `base`, for `writers` writer threads.
+    pub fn start(layout: &Layout, recovery: &Recovery, base: u64, segment_bytes: u64, writers: usize) -> Result<Self> {
+        let seq = recovery.next_seq;
+        let spare = match File::options().read(true).write(true).open(layout.log_spare()) {
+            Ok(file) => Segment::adopt(layout, file, seq, base, 0)?,
+            Err(_) => None,
+        };
+        let segment = match spare {
+            Some(segment) => Arc::new(segment),
+            None => Arc::new(Segment::create_fitting(layout, seq, base, segment_bytes, 0)?),
+        };
+        let dir = recovery.dir.try_clone().map_err(|e| Error::io(layout.dir(), &e))?;
+        Ok(Self {
+            layout: layout.clone(),
+            dir,
+            spare: Mutex::new(None),
+            spare_failed: Mutex::new(None),
+            segment_bytes,
+            state: Mutex::new(State {
+                segment,
+                closed: Vec::new(),
+                end: base,
+                pending: Vec::new(),
+                durable: base,
+                flushing: false,
+                flushes_begun: 0,
+                flush_target: base,
+                failed: None,
+            }),
+            flushed: [Condvar::new(), Condvar::new()],
+            holds: (0..writers).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            flushes: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            flush_nanos: AtomicU64::new(0),
+            trims: AtomicU64::new(0),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writer thread `writer` is about to append: segments at or after the log's end now are
+    /// kept until it [`CommitLog::release`]s.
+    pub fn hold(&self, writer: usize) {
+        let end = self.lock().end;
+        self.holds[writer].store(end, Ordering::SeqCst);
+    }
+
+    /// Writer thread `writer` has committed (or rolled back) everything it appended.
+    pub fn release(&self, writer: usize) {
+        self.holds[writer].store(u64::MAX, Ordering::SeqCst);
+    }
+
+    /// Appends a record; returns its LSN and the LSN just past it. Fails without appending
+    /// anything if the log has failed, the record is too large, or a new segment it needs
+    /// cannot be created (a full disk).
+    pub fn append(&self, body: &Body) -> Result<(u64, u64)> {
+        let len = body.record_len() as u64;
+        if len > u64::from(u32::MAX) {
+            return Err(Error::Config(format!(
+                "a transaction of {len} bytes does not fit a commit log record (4 GiB): lower max_batch or max_value"
+            )));
+        }
+        let mut st = self.lock();
+        if let Some(why) = &st.failed {
+            return Err(failed(&st.segment.path, why));
+        }
+        if st.end + len > st.segment.limit {
+            self.switch(&mut st, len)?;
+        }
+        let lsn = st.end;
+        let current = Arc::clone(&st.segment);
+        match st.pending.last_mut() {
+            Some(chunk) if Arc::ptr_eq(&chunk.segment, &current) => body.write_at(lsn, &mut chunk.bytes),
+            _ => {
+                let mut bytes = Vec::with_capacity(body.record_len());
+                body.write_at(lsn, &mut bytes);
+                st.pending.push(Chunk { segment: current, lsn, bytes });
+            }
+        }
+        st.end += len;
+        self.records.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        Ok((lsn, st.end))
+    }
+
+    /// Moves appends to a new segment with room for at least `len` bytes: the spare if it is
+    /// ready and large enough, else a new file.
+    fn switch(&self, st: &mut State, len: u64) -> Result<()> {
+        let seq = st.segment.header.seq + 1;
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let next = match spare.map(|file| Segment::adopt(&self.layout, file, seq, st.end, len)) {
+            Some(Ok(Some(segment))) => segment,
+            Some(Err(err)) => return Err(err),
+            Some(Ok(None)) | None => Segment::create_fitting(&self.layout, seq, st.end, self.segment_bytes, len)?,
+        };
+        let old = std::mem::replace(&mut st.segment, Arc::new(next));
+        st.closed.push((old, st.end));
+        Ok(())
+    }
+
+    /// Makes sure a spare segment is ready: a dropped segment kept by [`CommitLog::trim`], or
+    /// a new file of the configured size with zeros written through it and synced (done here,
+    /// on the maintenance thread, so that no append waits for it).
+    pub fn prepare_spare(&self) -> Result<()> {
+        if self.spare.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            return Ok(());
+        }
+        let mut failed = self.spare_failed.lock().unwrap_or_else(|p| p.into_inner());
+        if failed.is_some_and(|at| at.elapsed() < SPARE_RETRY) {
+            return Ok(());
+        }
+        let path = self.layout.log_spare();
+        let made = (|| {
+            let file = File::options().read(true).write(true).create(true).truncate(true).open(&path)?;
+            let total = HEADER + self.segment_bytes;
+            // Allocate first: a full disk fails here, before any byte is written.
+            let len = i64::try_from(total).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+            nix::fcntl::fallocate(&file, nix::fcntl::FallocateFlags::empty(), 0, len).map_err(std::io::Error::from)?;
+            let zeros = vec![0u8; 1 << 20];
+            let mut at = 0;
+            while at < total {
+                let n = (total - at).min(zeros.len() as u64);
+                file.write_all_at(&zeros[..n as usize], at)?;
+                at += n;
+            }
+            file.sync_all()?;
+            Ok(file)
+        })();
+        match made {
+            Ok(file) => {
+                *self.spare.lock().unwrap_or_else(|p| p.into_inner()) = Some(file);
+                *failed = None;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                *failed = Some(Instant::now());
+                Err(Error::io(&path, &e))
+            }
+        }
+    }
+
+    /// Returns once everything before `end` is durable: leads a flush if none is running (writing
+    /// every record appended so far), else sleeps until the flush that covers `end` ends (the
+    /// one under way, or the next), and looks again.
+    pub fn wait_durable(&self, end: u64) -> Result<()> {
+        let mut st = self.lock();
+        loop {
+            if st.durable >= end {
+                return Ok(());
+            }
+            if let Some(why) = &st.failed {
+                return Err(failed(&st.segment.path, why));
+            }
+            if st.flushing {
+                let covering = if end <= st.flush_target { st.flushes_begun - 1 } else { st.flushes_begun };
+                st = self.flushed[(covering % 2) as usize].wait(st).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            st.flushing = true;
+            let number = st.flushes_begun;
+            st.flushes_begun += 1;
+            let chunks = std::mem::take(&mut st.pending);
+            let target = st.end;
+            st.flush_target = target;
+            drop(st);
+            let started = Instant::now();
+            let written = write_and_sync(&chunks);
+            self.flush_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            self.flushes.fetch_add(1, Ordering::Relaxed);
+            st = self.lock();
+            st.flushing = false;
+            match written {
+                Ok(()) => st.durable = target,
+                Err(why) => {
+                    tracing::error!(%why, "the commit log failed: writes are refused until a restart");
+                    st.failed = Some(why);
+                    self.flushed[((number + 1) % 2) as usize].notify_all();
+                }
+            }
+            self.flushed[(number % 2) as usize].notify_all();
+            if st.end > st.durable {
+                self.flushed[((number + 1) % 2) as usize].notify_one();
+            }
+        }
+    }
+
+    /// Records, durably, that the transaction of `partition` logged at `lsn` did not commit.
+    pub fn cancel(&self, partition: u32, lsn: u64) -> Result<()> {
+        let (_, end) = self.append(&Body::cancel(partition, lsn))?;
+        self.wait_durable(end)
+    }
+
+    /// Drops the segments every record of which is committed in SQLite, if there are any:
+    /// `syncfs` makes those commits durable, then `applied()` (each partition's applied log
+    /// position, read before the sync) is written to the base file and the segments removed.
+    pub fn trim(&self, applied: impl FnOnce() -> Vec<u64>) -> Result<()> {
+        let durable = self.lock().durable;
+        let floor = self.holds.iter().map(|h| h.load(Ordering::SeqCst)).fold(durable, u64::min);
+        let droppable: Vec<Arc<Segment>> = {
+            let st = self.lock();
+            st.closed.iter().filter(|(_, end)| *end <= floor).map(|(s, _)| Arc::clone(s)).collect()
+        };
+        if droppable.is_empty() {
+            return Ok(());
+        }
+        let applied = applied();
+        sync_filesystem(&self.dir, self.layout.dir())?;
+        base::write(&self.layout.log_base(), &applied)?;
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        for segment in &droppable {
+            // The first one dropped becomes the spare if none is ready: its blocks are written.
+            let keep = spare.is_none() && segment.limit - segment.header.base == self.segment_bytes;
+            if keep && std::fs::rename(&segment.path, self.layout.log_spare()).is_ok() {
+                *spare = segment.file.try_clone().ok();
+                continue;
+            }
+            remove(&segment.path)?;
+        }
+        drop(spare);
+        layout::sync_dir(&self.layout.log_base()).map_err(|e| Error::io(self.layout.dir(), &e))?;
+        let mut st = self.lock();
+        st.closed.retain(|(s, _)| !droppable.iter().any(|d| Arc::ptr_eq(d, s)));
+        self.trims.fetch_add(droppable.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether there are segments a [`CommitLog::trim`] could look at.
+    pub fn has_closed_segments(&self) -> bool {
+        !self.lock().closed.is_empty()
+    }
+
+    /// Whether a write or sync of the log failed (it refuses appends until a restart).
+    pub fn has_failed(&self) -> bool {
+        self.lock().failed.is_some()
+    }
+
+    /// The store closed cleanly (every partition checkpointed): makes that durable, records
+    /// `applied` in the base file and removes every segment.
+    pub fn close(&self, applied: &[u64]) -> Result<()> {
+        sync_filesystem(&self.dir, self.layout.dir())?;
+        base::write(&self.layout.log_base(), applied)?;
+        let st = self.lock();
+        // The current segment is kept as the next session's first (a spare), if none is kept.
+        for segment in [&st.segment].into_iter().chain(st.closed.iter().map(|(s, _)| s)) {
+            retire(&self.layout, &segment.path)?;
+        }
+        layout::sync_dir(&self.layout.log_base()).map_err(|e| Error::io(self.layout.dir(), &e))
+    }
+
+    /// The log's figures now.
+    pub fn stats(&self) -> LogStats {
+        LogStats {
+            flushes: self.flushes.load(Ordering::Relaxed),
+            records: self.records.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            flush_nanos: self.flush_nanos.load(Ordering::Relaxed),
+            trims: self.trims.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn failed(path: &Path, why: &str) -> Error {
+    Error::Io { path: path.to_owned(), message: format!("the commit log failed earlier ({why}); restart to recover") }
+}
+
+/// Writes the chunks where their LSNs say, then syncs each segment written (in order).
+fn write_and_sync(chunks: &[Chunk]) -> std::result::Result<(), String> {
+    for chunk in chunks {
+        let at = chunk.segment.offset(chunk.lsn);
+        chunk
+            .segment
+            .file
+            .write_all_at(&chunk.bytes, at)
+            .map_err(|e| format!("writing {}: {e}", chunk.segment.path.display()))?;
+    }
+    let mut synced: Vec<&Arc<Segment>> = Vec::new();
+    for chunk in chunks {
+        if synced.iter().any(|s| Arc::ptr_eq(s, &chunk.segment)) {
+            continue;
+        }
+        chunk.segment.file.sync_data().map_err(|e| format!("syncing {}: {e}", chunk.segment.path.display()))?;
+        synced.push(&chunk.segment);
+    }
+    Ok(())
+}
+
+/// `syncfs` of the file system holding the directory open as `handle` (at `path`): everything
+/// written to it so far is durable, or an error since `handle` was opened is reported.
+fn sync_filesystem(handle: &File, path: &Path) -> Result<()> {
+    nix::unistd::syncfs(handle).map_err(|e| Error::io(path, &std::io::Error::from(e)))
+}
+
+fn remove(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(path, &e)),
+    }
+}
+
+/// What opening a directory finds of its log: the transactions to replay and where a new log
+/// starts.
+#[derive(Debug)]
+pub struct Recovery {
+    /// Each partition's durable log position at the last trim, if the directory has a base file
+    /// (then the log, not the WAL check, judges what a missing WAL lost).
+    pub base: Option<Vec<u64>>,
+    /// Per partition, its logged transactions in LSN order, cancelled ones left out.
+    pub txs: Vec<Vec<LoggedTx>>,
+    /// The LSN just past the last record read (where a new log may start, at the earliest).
+    pub end: u64,
+    /// The sequence number a new segment gets.
+    pub next_seq: u64,
+    /// Every segment file found, to be removed once the replay is durable.
+    segments: Vec<PathBuf>,
+    /// The data directory, opened before anything is replayed (see [`CommitLog`]'s `dir`).
+    dir: File,
+}
+
+impl Recovery {
+    /// Reads the base file and every segment of `layout` (a directory of `partitions`).
+    /// Records are read in LSN order until the first one that is not whole and valid; a segment
+    /// that does not start where the one before it ends starts after a torn flush, and nothing
+    /// from it on was ever durable.
+    pub fn read(layout: &Layout, partitions: u32) -> Result<Self> {
+        let dir = File::open(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
+        let base = base::read(&layout.log_base(), partitions)?;
+        let segments = layout.log_segments()?;
+        let mut recovery = Self {
+            dir,
+            txs: vec![Vec::new(); partitions as usize],
+            end: base.iter().flatten().copied().max().unwrap_or(0),
+            next_seq: segments.last().map_or(1, |(seq, _)| seq + 1),
+            segments: segments.iter().map(|(_, path)| path.clone()).collect(),
+            base,
+        };
+        let mut records = Vec::new();
+        let mut expected: Option<u64> = None;
+        for (seq, path) in &segments {
+            let bytes = std::fs::read(path).map_err(|e| Error::io(path, &e))?;
+            let header = SegmentHeader::decode(&bytes, path)?;
+            if header.seq != *seq {
+                return Err(Error::Corrupt { path: path.clone(), what: format!("header says segment {}", header.seq) });
+            }
+            if expected.is_some_and(|end| end != header.base) {
+                tracing::warn!(path = %path.display(), "a commit log segment after a torn flush: nothing in it was durable");
+                break;
+            }
+            let data = bytes.get(HEADER as usize..).unwrap_or_default();
+            let (read, end) = format::read_records(data, header.base);
+            records.extend(read);
+            expected = Some(end);
+            recovery.end = recovery.end.max(end);
+        }
+        recovery.sort(records, partitions)?;
+        Ok(recovery)
+    }
+
+    fn sort(&mut self, records: Vec<Record>, partitions: u32) -> Result<()> {
+        let cancelled: HashSet<(u32, u64)> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Cancel { partition, lsn } => Some((*partition, *lsn)),
+                Record::Tx(_) => None,
+            })
+            .collect();
+        for record in records {
+            let Record::Tx(tx) = record else { continue };
+            if cancelled.contains(&(tx.partition, tx.lsn)) {
+                continue;
+            }
+            let Some(list) = self.txs.get_mut(tx.partition as usize) else {
+                return Err(Error::Config(format!(
+                    "the commit log holds a transaction of partition {} but the directory has {partitions}",
+                    tx.partition
+                )));
+            };
+            list.push(tx);
+        }
+        Ok(())
+    }
+
+    /// Whether there is anything of a log at all.
+    pub fn found_log(&self) -> bool {
+        self.base.is_some() || !self.segments.is_empty()
+    }
+}
+
+/// After every partition replayed what it lacked: makes it durable (`syncfs`), removes the old
+/// segments, and records `applied` in the base file if a log will run (`keep_base`), or removes
+/// the base file if none will (then the WAL check judges missing WALs again).
+pub fn finish_recovery(layout: &Layout, recovery: &Recovery, applied: &[u64], keep_base: bool) -> Result<()> {
+    if !keep_base {
+        remove(&layout.log_spare())?;
+    }
+    if !recovery.found_log() && !keep_base {
+        return Ok(());
+    }
+    sync_filesystem(&recovery.dir, layout.dir())?;
+    if keep_base {
+        base::write(&layout.log_base(), applied)?;
+    }
+    for path in &recovery.segments {
+        match keep_base {
+            true => retire(layout, path)?,
+            false => remove(path)?,
+        }
+    }
+    if !keep_base {
+        remove(&layout.log_base())?;
+    }
+    layout::sync_dir(&layout.log_base()).map_err(|e| Error::io(layout.dir(), &e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tx(partition: u32, id: u32) -> Body {
+        let mut builder = TxBuilder::default();
+        builder.insert(id, 1, format!("key-{id}").as_bytes(), b"value");
+        builder.finish(partition, u64::from(id) + 1, u64::from(id))
+    }
+
+    fn fresh(dir: &Path, segment_bytes: u64) -> (Layout, CommitLog) {
+        let layout = Layout::new(dir);
+        let recovery = Recovery::read(&layout, 2).unwrap();
+        let log = CommitLog::start(&layout, &recovery, recovery.end, segment_bytes, 1).unwrap();
+        (layout, log)
+    }
+
+    fn ids(recovery: &Recovery, partition: usize) -> Vec<u32> {
+        recovery.txs[partition]
+            .iter()
+            .map(|tx| match &tx.effects[0] {
+                Effect::Insert { id, .. } => *id,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_come_back_in_order_without_the_cancelled_ones_across_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let (layout, log) = fresh(dir.path(), 8192);
+        let mut cancelled = None;
+        for id in 0..400 {
+            let (lsn, end) = log.append(&tx(id % 2, id)).unwrap();
+            if id == 7 {
+                cancelled = Some(lsn);
+            }
+            log.wait_durable(end).unwrap();
+        }
+        log.cancel(1, cancelled.unwrap()).unwrap();
+        assert!(log.has_closed_segments(), "8 KiB segments: the log switched");
+        assert!(layout.log_segments().unwrap().len() > 2);
+        let recovery = Recovery::read(&layout, 2).unwrap();
+        assert_eq!(ids(&recovery, 0), (0..400).step_by(2).collect::<Vec<_>>());
+        assert_eq!(ids(&recovery, 1), (1..400).step_by(2).filter(|id| *id != 7).collect::<Vec<_>>());
+        let lsns: Vec<u64> = recovery.txs[0].iter().map(|tx| tx.lsn).collect();
+        assert!(lsns.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn a_segment_after_a_torn_one_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (layout, log) = fresh(dir.path(), 8192);
+        for id in 0..200 {
+            let (_, end) = log.append(&tx(0, id)).unwrap();
+            log.wait_durable(end).unwrap();
+        }
+        let segments = layout.log_segments().unwrap();
+        let whole = Recovery::read(&layout, 2).unwrap().txs[0].len();
+        // Tear the last record of the second segment: the third and later start after a gap.
+        let second = &segments[1].1;
+        let data = std::fs::read(second).unwrap();
+        let (records, end) =
+            format::read_records(&data[HEADER as usize..], SegmentHeader::decode(&data, second).unwrap().base);
+        let cut = HEADER + end - SegmentHeader::decode(&data, second).unwrap().base - 3;
+        let mut torn = data.clone();
+        torn[cut as usize] ^= 0xff;
+        std::fs::write(second, torn).unwrap();
+        let recovery = Recovery::read(&layout, 2).unwrap();
+        let first_two = format::read_records(&std::fs::read(&segments[0].1).unwrap()[HEADER as usize..], 0).0.len()
+            + records.len()
+            - 1;
+        assert_eq!(recovery.txs[0].len(), first_two, "read up to the tear, nothing after ({whole} in all)");
+    }
+
+    #[test]
+    fn trims_drop_what_is_durable_elsewhere_and_keep_a_spare() {
+        let dir = tempfile::tempdir().unwrap();
+        let (layout, log) = fresh(dir.path(), 8192);
+        log.hold(0);
+        for id in 0..300 {
+            let (_, end) = log.append(&tx(0, id)).unwrap();
+            log.wait_durable(end).unwrap();
+        }
+        let before = layout.log_segments().unwrap().len();
+        log.trim(|| vec![7, 8]).unwrap();
+        assert_eq!(layout.log_segments().unwrap().len(), before, "a writer holds what it appended");
+        log.release(0);
+        log.trim(|| vec![7, 8]).unwrap();
+        assert_eq!(layout.log_segments().unwrap().len(), 1, "only the current segment is left");
+        assert!(layout.log_spare().exists(), "a dropped segment became the spare");
+        assert_eq!(base::read(&layout.log_base(), 2).unwrap(), Some(vec![7, 8]));
+        // The spare is the next segment; records appended after the switch read back.
+        for id in 300..400 {
+            let (_, end) = log.append(&tx(1, id)).unwrap();
+            log.wait_durable(end).unwrap();
+        }
+        assert!(!layout.log_spare().exists() || log.stats().trims > 0);
+        let recovery = Recovery::read(&layout, 2).unwrap();
+        assert_eq!(ids(&recovery, 1), (300..400).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_segment_that_cannot_be_created_refuses_only_the_appends_that_need_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (layout, log) = fresh(dir.path(), 8192);
+        // A directory where the next segment would go makes its creation fail (as a full disk
+        // would): the appends that need it are refused, with nothing of them in the log.
+        let blocked = layout.log_segment(2);
+        std::fs::create_dir(&blocked).unwrap();
+        let mut refused = 0;
+        for id in 0..200 {
+            match log.append(&tx(0, id)) {
+                Ok((_, end)) => log.wait_durable(end).unwrap(),
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(refused > 0);
+        std::fs::remove_dir(&blocked).unwrap();
+        let (_, end) = log.append(&tx(0, 999)).unwrap();
+        log.wait_durable(end).unwrap();
+        let recovery = Recovery::read(&layout, 2).unwrap();
+        assert_eq!(recovery.txs[0].len(), 200 - refused + 1, "refused appends left no trace");
+    }
+}

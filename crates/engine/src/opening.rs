@@ -1,0 +1,76 @@
+//! Opening a data directory, in the order that keeps every promise, for the store and for the
+//! bulk loader alike:
+//!
+//! 1. take the directory's lock ([`DirLock::acquire`]);
+//! 2. read the commit log ([`Recovery::read`]): what each partition may have to replay;
+//! 3. check the WALs (unless the log keeps a base and judges them), start a new epoch if the
+//!    last session did not close, forget it ([`DirLock::begin`]);
+//! 4. open every partition: each replays what its database lacks, and says how far into the log
+//!    it has applied and whether commits known durable were lost (an accepted loss);
+//! 5. after an accepted loss, start a new epoch (written before anything is served);
+//! 6. make the replayed state durable, drop the old segments, keep or remove the base file
+//!    ([`commitlog::finish_recovery`]);
+//! 7. start a new log past every position used so far, if commits go through it.
+//!
+//! The caller then starts its threads and marks the session open ([`DirLock::opened`]).
+
+use crate::{
+    commitlog::{self, CommitLog, Recovery},
+    dirlock::DirLock,
+    layout::Layout,
+    partition::PartitionLog,
+    Config, Manifest, Result,
+};
+
+/// A directory opened: its lock, its partitions as the caller opened them, and the commit log.
+pub struct Opened<T> {
+    /// The directory's lock, session not yet marked open.
+    pub lock: DirLock,
+    /// What the caller's `open` returned for each partition, in order.
+    pub parts: Vec<T>,
+    /// The new commit log, if `use_log`.
+    pub log: Option<CommitLog>,
+}
+
+/// What opening one partition says: the caller's value, how far its database has applied the
+/// commit log, and whether a loss of durable commits was accepted.
+pub type OpenedPartition<T> = (T, u64, bool);
+
+/// Opens the directory of `layout` (whose `manifest` may get a new epoch) with `config`: each
+/// partition through `open`, given what the log holds for it. With `use_log`, starts a commit
+/// log for `writers` writer threads.
+pub fn open_directory<T>(
+    layout: &Layout,
+    config: &Config,
+    manifest: &mut Manifest,
+    use_log: bool,
+    writers: usize,
+    mut open: impl FnMut(u32, PartitionLog<'_>) -> Result<OpenedPartition<T>>,
+) -> Result<Opened<T>> {
+    let mut lock = DirLock::acquire(layout)?;
+    let recovery = Recovery::read(layout, config.partitions)?;
+    lock.begin(layout, config, manifest, recovery.base.is_none())?;
+    let mut parts = Vec::with_capacity(config.partitions as usize);
+    let mut applied = Vec::with_capacity(config.partitions as usize);
+    let mut lost = false;
+    for p in 0..config.partitions {
+        let log =
+            PartitionLog { txs: &recovery.txs[p as usize], base: recovery.base.as_ref().map(|base| base[p as usize]) };
+        let (part, at, lost_here) = open(p, log)?;
+        parts.push(part);
+        applied.push(at);
+        lost |= lost_here;
+    }
+    if lost {
+        manifest.start_epoch();
+        manifest.write(&layout.manifest())?;
+    }
+    commitlog::finish_recovery(layout, &recovery, &applied, use_log)?;
+    let log = if use_log {
+        let start = applied.iter().copied().fold(recovery.end, u64::max);
+        Some(CommitLog::start(layout, &recovery, start, config.log_segment_mib << 20, writers)?)
+    } else {
+        None
+    };
+    Ok(Opened { lock, parts, log })
+}
