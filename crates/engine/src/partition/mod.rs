@@ -56,7 +56,8 @@ pub struct Partition {
     poison: Mutex<Option<String>>,
     /// Counters for statistics, updated by the writer.
     pub counters: Counters,
-    /// How far into the commit log the committed transactions reach (for the log's base).
+    /// How far into the commit log the partition's `meta` says it has applied, as of its last
+    /// committed transaction that noted it (what the log's base may promise for it).
     pub applied: AtomicU64,
     /// Pages in the WAL after the last commit (set by SQLite's WAL hook on the writer).
     wal_pages: Arc<AtomicU32>,

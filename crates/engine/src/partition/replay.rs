@@ -1,9 +1,17 @@
 //! Replaying a partition's logged transactions that its database lacks: with the commit log,
 //! SQLite runs at `synchronous = NORMAL`, so a power cut can take the last commits (or the
 //! whole WAL) with it while the log, flushed before each commit was made visible, still has
-//! them. Each transaction is applied exactly as the writer applied it — same ids, counters,
-//! values, `next_id` and record count — and `meta.log_applied` moves past it in the same
-//! SQLite transaction, so replaying twice changes nothing.
+//! them. Each transaction is applied as the writer applied it — same ids, counters, values,
+//! `next_id` and record count — and `meta.log_applied` moves past the last one in the same
+//! SQLite transaction.
+//!
+//! The writer notes `log_applied` only when it writes `meta` anyway (an insert or a delete
+//! changes `next_id` or the record count; an update changes neither, and noting it would cost
+//! every update a second WAL page: measured, 4.2 instead of 2.3 `pwrite`s per commit). So the
+//! database may hold updates logged after its `log_applied`, and replay applies each effect only
+//! if the database lacks it: an insert whose id is below the database's `next_id` is there (ids
+//! are never reused), an update whose counter is not above the record's is there (counters only
+//! grow), a delete of a record that is not there is done. Replaying twice changes nothing.
 
 use rusqlite::Connection;
 
@@ -30,11 +38,16 @@ pub fn replay(
     let new_applied = last.end;
     sql::begin(conn, TxMode::Immediate)?;
     let run = (|| {
+        let (held_next_id, _) = sql::read_meta(conn)?;
         for tx in &todo {
             for effect in &tx.effects {
                 match effect {
-                    Effect::Insert { id, counter, key, value } => sql::insert(conn, *id, key, *counter, value)?,
-                    Effect::Update { id, counter, value } => sql::update(conn, *id, *counter, value)?,
+                    Effect::Insert { id, counter, key, value } => {
+                        if u64::from(*id) >= held_next_id {
+                            sql::insert(conn, *id, key, *counter, value)?;
+                        }
+                    }
+                    Effect::Update { id, counter, value } => sql::update_if_older(conn, *id, *counter, value)?,
                     Effect::Delete { id } => {
                         let tombstone = mode == IndexMode::Hash && u64::from(*id) <= tombstone_floor;
                         sql::delete(conn, *id, tombstone)?;

@@ -232,12 +232,21 @@ pub fn update(conn: &Connection, id: u32, counter: u64, value: &[u8]) -> Result<
     Ok(())
 }
 
-/// Deletes a record, and records a tombstone if the index file still holds its id.
-pub fn delete(conn: &Connection, id: u32, tombstone: bool) -> Result<()> {
-    conn.prepare_cached("DELETE FROM records WHERE id = ?1")?.execute([id])?;
-    if tombstone {
+/// Deletes a record, if it is there, and records a tombstone if the index file still holds its
+/// id; whether it was there.
+pub fn delete(conn: &Connection, id: u32, tombstone: bool) -> Result<bool> {
+    let deleted = conn.prepare_cached("DELETE FROM records WHERE id = ?1")?.execute([id])? > 0;
+    if deleted && tombstone {
         conn.prepare_cached("INSERT INTO tombstones(id) VALUES (?1)")?.execute([id])?;
     }
+    Ok(deleted)
+}
+
+/// Replaces a record's value and counter if its counter is below `counter` (replaying an update
+/// the database already holds changes nothing).
+pub fn update_if_older(conn: &Connection, id: u32, counter: u64, value: &[u8]) -> Result<()> {
+    let mut stmt = conn.prepare_cached("UPDATE records SET counter = ?2, value = ?3 WHERE id = ?1 AND counter < ?2")?;
+    stmt.execute(params![id, counter as i64, value])?;
     Ok(())
 }
 

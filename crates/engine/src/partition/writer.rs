@@ -128,8 +128,9 @@ struct Tx {
     log: Option<TxBuilder>,
 }
 
-/// Where a transaction's record is in the commit log: `(lsn, end)`.
-type Logged = (u64, u64);
+/// Where a transaction's record is in the commit log, `(lsn, end)`, and whether the transaction
+/// noted `end` in the partition's `meta`.
+type Logged = (u64, u64, bool);
 
 /// A group's transaction, run up to its `COMMIT` ([`PartitionWriter::prepare`]), waiting for
 /// the round's flush of the commit log ([`PartitionWriter::complete`]).
@@ -194,15 +195,19 @@ impl PartitionWriter {
         prepared
     }
 
-    /// Appends the transaction's record to the log and writes, inside the transaction, the
-    /// partition's counters and how far it applies the log. A transaction that wrote nothing
-    /// logs nothing. On error, what was appended (to be cancelled).
+    /// Appends the transaction's record to the log and, if its counters changed, writes them
+    /// inside the transaction with how far the partition applies the log (an update changes
+    /// neither: replay tells by its counter whether the database holds it). A transaction that
+    /// wrote nothing logs nothing. On error, what was appended (to be cancelled).
     fn log(&self, tx: &mut Tx, log: &CommitLog) -> std::result::Result<Option<Logged>, (Error, Option<Logged>)> {
         let Some(builder) = tx.log.take().filter(|b| !b.is_empty()) else { return Ok(None) };
         let body = builder.finish(self.partition.id, tx.next_id, tx.records);
         let (lsn, end) = log.append(&body).map_err(|e| (e, None))?;
-        sql::write_meta(&self.conn, tx.next_id, tx.records, Some(end)).map_err(|e| (e, Some((lsn, end))))?;
-        Ok(Some((lsn, end)))
+        let noted = (tx.next_id, tx.records) != (self.next_id, self.records);
+        if noted {
+            sql::write_meta(&self.conn, tx.next_id, tx.records, Some(end)).map_err(|e| (e, Some((lsn, end, true))))?;
+        }
+        Ok(Some((lsn, end, noted)))
     }
 
     /// Commits a prepared group once the log is durable past its record (`flushed`), then
@@ -235,7 +240,7 @@ impl PartitionWriter {
                 },
             },
         };
-        if let (Err(_), Some((lsn, _)), Some(log), Ok(())) = (&outcome, logged, log, flushed) {
+        if let (Err(_), Some((lsn, _, _)), Some(log), Ok(())) = (&outcome, logged, log, flushed) {
             // Logged and durable, but not committed: replay must not apply it.
             if let Err(err) = log.cancel(self.partition.id, lsn) {
                 self.partition.poison(format!("could not cancel a failed commit in the commit log: {err}"));
@@ -244,7 +249,8 @@ impl PartitionWriter {
         metrics.record_commit(reqs.len(), started.elapsed());
         match outcome {
             Ok((results, tx)) => {
-                self.finish(&tx, results.iter().map(Vec::len).sum(), logged.map(|(_, end)| end));
+                let noted = logged.filter(|(_, _, noted)| *noted).map(|(_, end, _)| end);
+                self.finish(&tx, results.iter().map(Vec::len).sum(), noted);
                 for (req, result) in reqs.into_iter().zip(results) {
                     let _ = req.reply.send(Ok(result));
                 }
@@ -436,7 +442,8 @@ impl PartitionWriter {
     }
 
     /// Publishes a committed transaction: ids, counts, the recent index, and how far the
-    /// partition applies the commit log (`applied`: the end of its record, if logged).
+    /// partition's `meta` says it applies the commit log (`applied`: the end of its record, if
+    /// it noted it).
     fn finish(&mut self, tx: &Tx, ops: usize, applied: Option<u64>) {
         self.next_id = tx.next_id;
         self.records = tx.records;
@@ -549,7 +556,7 @@ impl WriterThread {
             .into_iter()
             .map(|(partition, reqs)| (partition, self.writer(partition).prepare(reqs, tx_mode, log.as_deref())))
             .collect();
-        let flushed = match (&log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end)| end)).max()) {
+        let flushed = match (&log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end, _)| end)).max()) {
             (Some(log), Some(end)) => log.wait_durable(end),
             _ => Ok(()),
         };

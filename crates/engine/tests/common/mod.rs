@@ -38,11 +38,19 @@ pub fn counted(record: Option<Record>) -> Option<(u64, Vec<u8>)> {
     record.map(|r| (r.version.counter, r.value))
 }
 
-/// Copies the directory `live` (its store open, nothing in flight) to `copy`: what a crash of
+/// Copies the directory `live` (its store open, no write in flight) to `copy`: what a crash of
 /// the process leaves on disk. By another process (`cp`): closing any descriptor of a file
 /// releases every POSIX lock this process holds on it, SQLite's included, and SQLite then
-/// misbehaves (seen: SIGBUS in a checkpoint).
+/// misbehaves (seen: SIGBUS in a checkpoint). A background merge may rename a file away while
+/// `cp` lists the directory: then it copies again.
 pub fn crash_copy(live: &std::path::Path, copy: &std::path::Path) {
-    let status = std::process::Command::new("cp").arg("-R").arg(live).arg(copy).status().unwrap();
-    assert!(status.success(), "cp -R {} {} failed", live.display(), copy.display());
+    for _ in 0..10 {
+        let _ = std::fs::remove_dir_all(copy);
+        let out = std::process::Command::new("cp").arg("-R").arg(live).arg(copy).output().unwrap();
+        if out.status.success() {
+            return;
+        }
+        eprintln!("cp -R {}: {}; again", live.display(), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    panic!("cp -R {} {} kept failing", live.display(), copy.display());
 }
