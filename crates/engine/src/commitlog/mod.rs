@@ -38,12 +38,13 @@
 
 pub mod base;
 pub mod format;
+mod recovery;
+mod segment;
 
 use std::{
-    collections::HashSet,
     fs::File,
     os::unix::fs::FileExt,
-    path::{Path, PathBuf},
+    path::Path,
     sync::{
         atomic::{AtomicU64, Ordering},
         Arc, Condvar, Mutex, MutexGuard,
@@ -51,18 +52,15 @@ use std::{
     time::Instant,
 };
 
+use format::HEADER;
 pub use format::{Body, Effect, LoggedTx, TxBuilder};
-use format::{Record, SegmentHeader, HEADER};
+pub use recovery::{finish_recovery, Recovery};
+use segment::{remove, retire, sync_filesystem, Segment};
 
 use crate::{
     layout::{self, Layout},
     Error, Result,
 };
-
-/// The least a segment is preallocated with when the disk has no room for the configured size
-/// (`log_segment_mib`): the store still opens and writes on a nearly full disk, in smaller
-/// segments. (A transaction bigger than a segment gets a segment of its own size.)
-const SMALL_SEGMENT_BYTES: u64 = 1 << 20;
 
 /// How long after failing to make a spare segment (a full disk) the log tries again.
 const SPARE_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
@@ -80,88 +78,6 @@ pub struct LogStats {
     pub flush_nanos: u64,
     /// Segments dropped since open.
     pub trims: u64,
-}
-
-/// One segment file, open for writing.
-#[derive(Debug)]
-struct Segment {
-    header: SegmentHeader,
-    /// The LSN just past its preallocated space.
-    limit: u64,
-    file: File,
-    path: PathBuf,
-}
-
-impl Segment {
-    /// Creates segment `seq` starting at LSN `base` with room for `want` bytes of records (and
-    /// at least `need`), or if the disk has no room for that, for less: `need`, but at least
-    /// [`SMALL_SEGMENT_BYTES`].
-    fn create_fitting(layout: &Layout, seq: u64, base: u64, want: u64, need: u64) -> Result<Self> {
-        let need = need.div_ceil(HEADER) * HEADER;
-        let size = want.max(need);
-        match Self::create(layout, seq, base, size) {
-            Err(err) if err.is_disk_full() && need.max(SMALL_SEGMENT_BYTES) < size => {
-                let small = need.max(SMALL_SEGMENT_BYTES);
-                tracing::warn!(%err, bytes = small, "the disk is nearly full: a small commit log segment");
-                Self::create(layout, seq, base, small)
-            }
-            other => other,
-        }
-    }
-
-    /// Creates segment `seq` starting at LSN `base` with room for `bytes` of records: the file
-    /// preallocated, its header written and synced, and its name made durable.
-    fn create(layout: &Layout, seq: u64, base: u64, bytes: u64) -> Result<Self> {
-        let path = layout.log_segment(seq);
-        let io = |e: std::io::Error| Error::io(&path, &e);
-        let file = File::options().read(true).write(true).create(true).truncate(true).open(&path).map_err(io)?;
-        let made = (|| {
-            let len = i64::try_from(HEADER + bytes).map_err(|_| std::io::ErrorKind::InvalidInput)?;
-            nix::fcntl::fallocate(&file, nix::fcntl::FallocateFlags::empty(), 0, len).map_err(std::io::Error::from)?;
-            let header = SegmentHeader { seq, base };
-            file.write_all_at(&header.encode(), 0)?;
-            file.sync_all()?;
-            layout::sync_dir(&path)
-        })();
-        if let Err(e) = made {
-            let _ = std::fs::remove_file(&path);
-            return Err(io(e));
-        }
-        Ok(Self { header: SegmentHeader { seq, base }, limit: base + bytes, file, path })
-    }
-
-    /// Makes the spare segment file `file` (at `layout.log_spare()`) segment `seq` starting at
-    /// `base`, if it has room for `len` bytes: its header written and synced first, then renamed
-    /// into place, then its name synced. Its old records cannot pass for new ones: their LSNs
-    /// are not their new positions.
-    fn adopt(layout: &Layout, file: File, seq: u64, base: u64, len: u64) -> Result<Option<Self>> {
-        let (spare, path) = (layout.log_spare(), layout.log_segment(seq));
-        let size = file.metadata().map_err(|e| Error::io(&spare, &e))?.len();
-        if size <= HEADER + len {
-            return Ok(None);
-        }
-        let header = SegmentHeader { seq, base };
-        file.write_all_at(&header.encode(), 0)
-            .and_then(|()| file.sync_data())
-            .and_then(|()| std::fs::rename(&spare, &path))
-            .and_then(|()| layout::sync_dir(&path))
-            .map_err(|e| Error::io(&path, &e))?;
-        Ok(Some(Self { header, limit: base + size - HEADER, file, path }))
-    }
-
-    fn offset(&self, lsn: u64) -> u64 {
-        lsn - self.header.base + HEADER
-    }
-}
-
-/// Renames a segment file no longer needed to the spare's name if there is no spare yet (its
-/// blocks are written: it makes a good next segment), else removes it.
-fn retire(layout: &Layout, path: &Path) -> Result<()> {
-    let spare = layout.log_spare();
-    if !spare.exists() && std::fs::rename(path, &spare).is_ok() {
-        return Ok(());
-    }
-    remove(path)
 }
 
 /// Records appended to one segment, not written yet.
@@ -515,134 +431,6 @@ fn write_and_sync(chunks: &[Chunk]) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// `syncfs` of the file system holding the directory open as `handle` (at `path`): everything
-/// written to it so far is durable, or an error since `handle` was opened is reported.
-fn sync_filesystem(handle: &File, path: &Path) -> Result<()> {
-    nix::unistd::syncfs(handle).map_err(|e| Error::io(path, &std::io::Error::from(e)))
-}
-
-fn remove(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(path, &e)),
-    }
-}
-
-/// What opening a directory finds of its log: the transactions to replay and where a new log
-/// starts.
-#[derive(Debug)]
-pub struct Recovery {
-    /// Each partition's durable log position at the last trim, if the directory has a base file
-    /// (then the log, not the WAL check, judges what a missing WAL lost).
-    pub base: Option<Vec<u64>>,
-    /// Per partition, its logged transactions in LSN order, cancelled ones left out.
-    pub txs: Vec<Vec<LoggedTx>>,
-    /// The LSN just past the last record read (where a new log may start, at the earliest).
-    pub end: u64,
-    /// The sequence number a new segment gets.
-    pub next_seq: u64,
-    /// Every segment file found, to be removed once the replay is durable.
-    segments: Vec<PathBuf>,
-    /// The data directory, opened before anything is replayed (see [`CommitLog`]'s `dir`).
-    dir: File,
-}
-
-impl Recovery {
-    /// Reads the base file and every segment of `layout` (a directory of `partitions`).
-    /// Records are read in LSN order until the first one that is not whole and valid; a segment
-    /// that does not start where the one before it ends starts after a torn flush, and nothing
-    /// from it on was ever durable.
-    pub fn read(layout: &Layout, partitions: u32) -> Result<Self> {
-        let dir = File::open(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
-        let base = base::read(&layout.log_base(), partitions)?;
-        let segments = layout.log_segments()?;
-        let mut recovery = Self {
-            dir,
-            txs: vec![Vec::new(); partitions as usize],
-            end: base.iter().flatten().copied().max().unwrap_or(0),
-            next_seq: segments.last().map_or(1, |(seq, _)| seq + 1),
-            segments: segments.iter().map(|(_, path)| path.clone()).collect(),
-            base,
-        };
-        let mut records = Vec::new();
-        let mut expected: Option<u64> = None;
-        for (seq, path) in &segments {
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, &e))?;
-            let header = SegmentHeader::decode(&bytes, path)?;
-            if header.seq != *seq {
-                return Err(Error::Corrupt { path: path.clone(), what: format!("header says segment {}", header.seq) });
-            }
-            if expected.is_some_and(|end| end != header.base) {
-                tracing::warn!(path = %path.display(), "a commit log segment after a torn flush: nothing in it was durable");
-                break;
-            }
-            let data = bytes.get(HEADER as usize..).unwrap_or_default();
-            let (read, end) = format::read_records(data, header.base);
-            records.extend(read);
-            expected = Some(end);
-            recovery.end = recovery.end.max(end);
-        }
-        recovery.sort(records, partitions)?;
-        Ok(recovery)
-    }
-
-    fn sort(&mut self, records: Vec<Record>, partitions: u32) -> Result<()> {
-        let cancelled: HashSet<(u32, u64)> = records
-            .iter()
-            .filter_map(|r| match r {
-                Record::Cancel { partition, lsn } => Some((*partition, *lsn)),
-                Record::Tx(_) => None,
-            })
-            .collect();
-        for record in records {
-            let Record::Tx(tx) = record else { continue };
-            if cancelled.contains(&(tx.partition, tx.lsn)) {
-                continue;
-            }
-            let Some(list) = self.txs.get_mut(tx.partition as usize) else {
-                return Err(Error::Config(format!(
-                    "the commit log holds a transaction of partition {} but the directory has {partitions}",
-                    tx.partition
-                )));
-            };
-            list.push(tx);
-        }
-        Ok(())
-    }
-
-    /// Whether there is anything of a log at all.
-    pub fn found_log(&self) -> bool {
-        self.base.is_some() || !self.segments.is_empty()
-    }
-}
-
-/// After every partition replayed what it lacked: makes it durable (`syncfs`), removes the old
-/// segments, and records `applied` in the base file if a log will run (`keep_base`), or removes
-/// the base file if none will (then the WAL check judges missing WALs again).
-pub fn finish_recovery(layout: &Layout, recovery: &Recovery, applied: &[u64], keep_base: bool) -> Result<()> {
-    if !keep_base {
-        remove(&layout.log_spare())?;
-    }
-    if !recovery.found_log() && !keep_base {
-        return Ok(());
-    }
-    sync_filesystem(&recovery.dir, layout.dir())?;
-    if keep_base {
-        base::write(&layout.log_base(), applied)?;
-    }
-    for path in &recovery.segments {
-        match keep_base {
-            true => retire(layout, path)?,
-            false => remove(path)?,
-        }
-    }
-    if !keep_base {
-        remove(&layout.log_base())?;
-    }
-    layout::sync_dir(&layout.log_base()).map_err(|e| Error::io(layout.dir(), &e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -696,26 +484,25 @@ mod tests {
     fn a_segment_after_a_torn_one_is_not_read() {
         let dir = tempfile::tempdir().unwrap();
         let (layout, log) = fresh(dir.path(), 8192);
-        for id in 0..200 {
+        for id in 0..600 {
             let (_, end) = log.append(&tx(0, id)).unwrap();
             log.wait_durable(end).unwrap();
         }
         let segments = layout.log_segments().unwrap();
-        let whole = Recovery::read(&layout, 2).unwrap().txs[0].len();
-        // Tear the last record of the second segment: the third and later start after a gap.
-        let second = &segments[1].1;
-        let data = std::fs::read(second).unwrap();
-        let (records, end) =
-            format::read_records(&data[HEADER as usize..], SegmentHeader::decode(&data, second).unwrap().base);
-        let cut = HEADER + end - SegmentHeader::decode(&data, second).unwrap().base - 3;
-        let mut torn = data.clone();
-        torn[cut as usize] ^= 0xff;
-        std::fs::write(second, torn).unwrap();
+        assert!(segments.len() >= 3, "{segments:?}");
+        let read = |path: &Path| {
+            let data = std::fs::read(path).unwrap();
+            let base = format::SegmentHeader::decode(&data, path).unwrap().base;
+            let (records, end) = format::read_records(&data[HEADER as usize..], base);
+            (data, base, records.len(), end)
+        };
+        let (first, second) = (read(&segments[0].1), read(&segments[1].1));
+        // Tear the last record of the second segment: the segments after it start past a gap.
+        let (mut torn, base, records, end) = second;
+        torn[(HEADER + end - base - 3) as usize] ^= 0xff;
+        std::fs::write(&segments[1].1, torn).unwrap();
         let recovery = Recovery::read(&layout, 2).unwrap();
-        let first_two = format::read_records(&std::fs::read(&segments[0].1).unwrap()[HEADER as usize..], 0).0.len()
-            + records.len()
-            - 1;
-        assert_eq!(recovery.txs[0].len(), first_two, "read up to the tear, nothing after ({whole} in all)");
+        assert_eq!(recovery.txs[0].len(), first.2 + records - 1, "read up to the tear, nothing after it");
     }
 
     #[test]
