@@ -409,9 +409,13 @@ impl Store {
     /// the merges (normally they happen in the background at `merge_threshold`).
     pub fn merge_indexes(&self) -> Result<()> {
         let writers = self.shared.writers.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let sync_wal = merges_sync_wal(&self.config);
         for partition in self.shared.partitions.iter().filter(|p| p.index.is_some()) {
+            // First what is frozen already (waiting for the background merge of it, if one is
+            // under way: nothing more can be frozen until it is merged), then the rest.
+            maintenance::merge(partition, &writers, sync_wal)?;
             if self.shared.control(partition.id, |reply| Job::Freeze { partition: partition.id, reply })? {
-                maintenance::merge(partition, &writers, merges_sync_wal(&self.config))?;
+                maintenance::merge(partition, &writers, sync_wal)?;
             }
         }
         Ok(())

@@ -63,6 +63,8 @@ pub struct Partition {
     wal_pages: Arc<AtomicU32>,
     /// A checkpoint is queued for the checkpointer thread.
     pub checkpoint_queued: AtomicBool,
+    /// The checkpointer's last checkpoint left frames behind: the writer finishes it.
+    pub checkpoint_unfinished: AtomicBool,
 }
 
 /// What the commit log holds for one partition at open.
@@ -121,6 +123,7 @@ impl Partition {
             applied: AtomicU64::new(applied),
             wal_pages,
             checkpoint_queued: AtomicBool::new(false),
+            checkpoint_unfinished: AtomicBool::new(false),
         });
         partition.counters.records.store(records, Ordering::Relaxed);
         let writer = writer::PartitionWriter::new(Arc::clone(&partition), conn, hasher, next_id, records);

@@ -300,9 +300,18 @@ pub fn watch_wal(conn: &mut Connection, pages: std::sync::Arc<std::sync::atomic:
 }
 
 /// Copies what it can of the WAL into the database without waiting for readers.
-pub fn checkpoint_passive(conn: &Connection) -> Result<()> {
-    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
-    Ok(())
+/// Returns whether it copied every frame of the WAL (then the writer's next transaction starts
+/// the WAL over); not when another checkpoint of the partition was under way, or when frames
+/// were appended or held by a reader meanwhile.
+pub fn checkpoint_passive(conn: &Connection) -> Result<bool> {
+    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+    });
+    match done {
+        Ok((busy, log, copied)) => Ok(busy == 0 && copied >= log),
+        Err(err) if err.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => Ok(false),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// Runs a checkpoint that also truncates the WAL (at close).

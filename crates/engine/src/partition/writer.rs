@@ -565,6 +565,7 @@ impl WriterThread {
         for (partition, group) in prepared {
             let writer = self.writer(partition);
             writer.complete(group, &flushed, log.as_deref(), &metrics, cache.as_deref());
+            Checkpoints::finish(&writer.partition, &writer.conn);
             checkpoints.want(&writer.partition, checkpoint_pages);
             let froze = writer.partition.index.as_ref().is_some_and(|i| i.freeze_if(threshold));
             if froze {
