@@ -143,6 +143,16 @@ pub fn tmp_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// fsyncs `path` if it exists (a WAL that a checkpoint or a close removed holds nothing to
+/// sync).
+pub fn sync_file(path: &Path) -> Result<()> {
+    match File::open(path) {
+        Ok(file) => file.sync_all().map_err(|e| Error::io(path, &e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(path, &e)),
+    }
+}
+
 /// fsyncs the directory holding `path`, making a rename or creation in it durable.
 pub fn sync_dir(path: &Path) -> std::io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));

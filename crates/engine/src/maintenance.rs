@@ -22,12 +22,13 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::{
     commitlog::CommitLog,
     index::Tombstones,
+    layout,
     partition::{
         sql,
         writer::{self, Job, Maintenance},
         Partition,
     },
-    Error, Result,
+    Result,
 };
 
 const RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -103,7 +104,7 @@ pub fn merge(partition: &Partition, writers: &[Sender<Job>], sync_wal: bool) -> 
     let merged = index.merge(|| {
         let (ids, max_seq) = partition.readers.with(sql::tombstones)?;
         if sync_wal {
-            sync_file(&partition.wal_path)?;
+            layout::sync_file(&partition.wal_path)?;
         }
         Ok(Tombstones { ids: ids.into_iter().collect(), max_seq })
     });
@@ -130,14 +131,5 @@ pub fn merge(partition: &Partition, writers: &[Sender<Job>], sync_wal: bool) -> 
             tracing::error!(partition = partition.id, %err, "index merge failed; will retry");
             Err(err)
         }
-    }
-}
-
-/// fsyncs `path` if it exists (a WAL that a checkpoint removed holds nothing to sync).
-fn sync_file(path: &std::path::Path) -> Result<()> {
-    match std::fs::File::open(path) {
-        Ok(file) => file.sync_all().map_err(|e| Error::io(path, &e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(path, &e)),
     }
 }

@@ -28,7 +28,7 @@ use crate::{
     config::IndexMode,
     index::{entry, HashIndex},
     keyhash::KeyHasher,
-    layout::Layout,
+    layout::{self, Layout},
     ops::{Record, Version},
     Config, Error, Result,
 };
@@ -250,17 +250,19 @@ pub fn recover(
     }
     let (next_id, records) = sql::read_meta(conn)?;
     let index = match config.index {
-        IndexMode::Hash => Some(recover_index(conn, &layout.index(id), config, hasher, next_id)?),
+        IndexMode::Hash => Some(recover_index(conn, &layout.index(id), &layout.wal(id), config, hasher, next_id)?),
         IndexMode::Sqlite | IndexMode::None => None,
     };
     Ok(Recovered { next_id, records, index, applied, lost })
 }
 
 /// Opens the index file and brings it up to date with SQLite, or rebuilds it when it is
-/// damaged, ahead of SQLite, or so far behind that a rebuild is cheaper.
+/// damaged, ahead of SQLite, or so far behind that a rebuild is cheaper (`wal`: the
+/// partition's WAL, see [`rebuild_index`]).
 pub fn recover_index(
     conn: &Connection,
     path: &std::path::Path,
+    wal: &std::path::Path,
     config: &Config,
     hasher: KeyHasher,
     next_id: u64,
@@ -285,13 +287,26 @@ pub fn recover_index(
     };
     tracing::warn!(path = %path.display(), %reason, "rebuilding the index from SQLite");
     let index = HashIndex::empty(path, bits);
-    rebuild_index(conn, &index, hasher, next_id)?;
+    rebuild_index(conn, &index, hasher, next_id, wal)?;
     Ok(index)
 }
 
 /// Rebuilds `index` from every record in SQLite and forgets all tombstones. The caller must be
 /// the partition's only writer (the writer thread, or recovery before it starts).
-pub fn rebuild_index(conn: &Connection, index: &HashIndex, hasher: KeyHasher, next_id: u64) -> Result<()> {
+///
+/// The new file is durable at once and knows nothing of records SQLite shows deleted, so those
+/// deletes must be durable first: the partition's WAL (`wal`) is synced before. Without that, a
+/// power cut could undo a delete the file already forgot: at `normal`, a delete of the session a
+/// kill ended; with the commit log, one replayed from its unflushed tail at open (found by the
+/// power-loss test over several sessions: the record back, with no index entry).
+pub fn rebuild_index(
+    conn: &Connection,
+    index: &HashIndex,
+    hasher: KeyHasher,
+    next_id: u64,
+    wal: &std::path::Path,
+) -> Result<()> {
+    layout::sync_file(wal)?;
     let (_, records) = sql::read_meta(conn)?;
     let mut entries = Vec::with_capacity(records as usize);
     sql::scan_keys(conn, 0, |id, key| entries.push(entry(hasher.locate(key).fingerprint, id)))?;

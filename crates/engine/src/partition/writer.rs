@@ -462,7 +462,7 @@ impl PartitionWriter {
     /// Rebuilds the partition's index from SQLite.
     pub fn rebuild(&mut self) -> Result<()> {
         match &self.partition.index {
-            Some(index) => rebuild_index(&self.conn, index, self.hasher, self.next_id),
+            Some(index) => rebuild_index(&self.conn, index, self.hasher, self.next_id, &self.partition.wal_path),
             None => Ok(()),
         }
     }
