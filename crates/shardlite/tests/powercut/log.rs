@@ -1,11 +1,24 @@
 //! Reading the log that `tests/fault/powercut.c` writes: one record per file-system call the
 //! server made under the watched directory. The byte layout is documented at the top of the C
-//! file; this is its only reader.
+//! file; this is its only reader. Several server processes, one after the other, append to the
+//! same log: a record names an inode, never a descriptor, so the records of all of them replay
+//! as one history.
+//!
+//! A SIGKILL can cut the log: a record is appended after its call returned, so a thread killed
+//! in between leaves a call without a record, and one killed in the middle of the append leaves
+//! a part of one. [`repair_tail`] drops such a part, and the test compares what the log says
+//! with the directory the killed server left ([`super::disk::Disk::issued`]), appending what the
+//! log missed as [`UNRECORDED`] records ([`append`]) before the next server starts.
 
-use std::{collections::BTreeMap, path::Path};
+use std::{collections::BTreeMap, io::Write as _, path::Path};
 
-/// Which libc function a record came from (the shim's `C_*` numbers, in order).
-const CALLS: [&str; 34] = [
+/// The call name of a record the test appended: a change the killed server made that its log
+/// missed, found by comparing the directory with the log.
+pub const UNRECORDED: &str = "unrecorded";
+
+/// Which libc function a record came from (the shim's `C_*` numbers, in order), and last the
+/// number the test's own records use ([`UNRECORDED`]).
+const CALLS: [&str; 35] = [
     "open",
     "open64",
     "openat",
@@ -40,6 +53,7 @@ const CALLS: [&str; 34] = [
     "sync",
     "sync_file_range",
     "msync",
+    UNRECORDED,
 ];
 
 const HEADER: usize = 56;
@@ -142,6 +156,50 @@ pub fn read(path: &Path) -> Vec<Record> {
         at = end;
     }
     records
+}
+
+/// Drops a part of a record at the end of the log at `path` (the server was killed while it was
+/// appending it); returns how many bytes were dropped.
+pub fn repair_tail(path: &Path) -> u64 {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading the power-cut log {}: {e}", path.display()));
+    let mut at = 0;
+    while at + 4 <= bytes.len() {
+        let end = at + 4 + u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        if end > bytes.len() {
+            break;
+        }
+        at = end;
+    }
+    let dropped = (bytes.len() - at) as u64;
+    if dropped > 0 {
+        let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.set_len(at as u64).unwrap();
+    }
+    dropped
+}
+
+/// Appends `records` (writes and size changes only) to the log at `path`, as [`UNRECORDED`]
+/// calls.
+pub fn append(path: &Path, records: &[Record]) {
+    let call = CALLS.iter().position(|c| *c == UNRECORDED).expect("listed") as u8 + 1;
+    let mut bytes = Vec::new();
+    for r in records {
+        let (kind, a, data): (u8, u64, &[u8]) = match &r.op {
+            Op::Write { offset, data } => (2, *offset, data),
+            Op::Size(size) => (3, *size, &[]),
+            other => unreachable!("only writes and sizes are appended: {other:?}"),
+        };
+        bytes.extend_from_slice(&((HEADER - 4 + data.len()) as u32).to_le_bytes());
+        bytes.extend_from_slice(&[kind, call, 0, 0]);
+        for field in [r.t_start, r.t_end, r.ino, a, 0] {
+            bytes.extend_from_slice(&field.to_le_bytes());
+        }
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(data);
+    }
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.write_all(&bytes).unwrap();
 }
 
 /// How many records each libc function produced: what the server really calls.
