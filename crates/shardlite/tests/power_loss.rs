@@ -636,48 +636,57 @@ async fn settle(
     (settled, applied)
 }
 
-/// After a server exited: the log must describe the directory it left. Drops a record the kill
-/// cut short, replays the log as a kill now would leave the directory (every call issued) and
-/// compares that with the real directory (`*-shm` left out): the same names on the same inodes,
-/// else the run is useless (a name change the log missed) and this panics; content the log
-/// missed (calls made just before the kill, whose records were never appended) is appended as
-/// [`log::UNRECORDED`] writes and size changes at `at`, after every cut of this session. Returns
-/// the bytes dropped and, per file, what was appended.
+/// After a server exited: the log must describe the directory it left. A thread killed between
+/// a call and the append of its record leaves a change the log does not have (and one killed
+/// in the middle of the append, a part of a record). So this drops a part of a record at the
+/// log's end, replays the log as a kill now would leave the directory (every call issued), and
+/// compares that with the real directory (`*-shm` left out): what the log missed is appended as
+/// [`log::UNRECORDED`] calls at `at`, after every cut of this session and before the next one
+/// starts — names first, by inode (a file it knows under another name was renamed, one it does
+/// not know was created, a name the directory lacks was removed), then contents (writes of the
+/// bytes that differ, a size change where the file is shorter); then the log must describe the
+/// directory exactly. Returns the bytes dropped and what was appended.
 fn reconcile(data: &Path, log_path: &Path, at: u64) -> (u64, Vec<String>) {
     let torn = log::repair_tail(log_path);
-    let records = log::read(log_path);
-    let mut disk = Disk::new(data.to_str().unwrap(), &records);
-    disk.advance_to(u64::MAX);
-    let modelled = disk.issued();
-    let mut real = BTreeMap::new();
-    for entry in std::fs::read_dir(data).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().into_string().unwrap();
-        if name.ends_with("-shm") {
+    let mut modelled = as_logged(data, log_path);
+    let real = as_found(data);
+    let path = |name: &str| data.join(name).to_str().unwrap().to_owned();
+    let call = |ino: u64, op: Op| Record { call: log::UNRECORDED, t_start: at, t_end: at, ino, op };
+    let (mut missed, mut unrecorded) = (Vec::new(), Vec::new());
+    for (name, (ino, _)) in &real {
+        if modelled.get(name).is_some_and(|(known, _)| known == ino) {
             continue;
         }
-        let meta = entry.metadata().unwrap();
-        assert!(meta.is_file(), "{name}: not a file");
-        real.insert(name, (std::os::unix::fs::MetadataExt::ino(&meta), std::fs::read(entry.path()).unwrap()));
+        let old = modelled.iter().find(|(_, (known, _))| known == ino).map(|(old, _)| old.clone());
+        if let Some(old) = old {
+            missed.push(call(0, Op::Rename { from: path(&old), to: path(name), flags: 0 }));
+            let file = modelled.remove(&old).unwrap();
+            modelled.insert(name.clone(), file);
+            unrecorded.push(format!("rename {old} -> {name}"));
+            continue;
+        }
+        if modelled.remove(name).is_some() {
+            missed.push(call(0, Op::Unlink(path(name))));
+        }
+        // O_CREAT | O_RDWR.
+        let open = Op::Open { path: path(name), created: true, truncated: false, directory: false, flags: 0o102 };
+        missed.push(call(*ino, open));
+        modelled.insert(name.clone(), (*ino, Vec::new()));
+        unrecorded.push(format!("create {name}"));
     }
-    let names = |files: &BTreeMap<String, (u64, Vec<u8>)>| -> Vec<(String, u64)> {
-        files.iter().map(|(name, (ino, _))| (name.clone(), *ino)).collect()
-    };
-    assert_eq!(
-        names(&real),
-        names(&modelled),
-        "the directory's names and inodes (left) are not what the log says (right)"
-    );
-    let mut missed = Vec::new();
-    let mut unrecorded = Vec::new();
+    let gone: Vec<String> = modelled.keys().filter(|name| !real.contains_key(*name)).cloned().collect();
+    for name in gone {
+        missed.push(call(0, Op::Unlink(path(&name))));
+        modelled.remove(&name);
+        unrecorded.push(format!("unlink {name}"));
+    }
     for (name, (ino, content)) in &real {
         let model = &modelled[name].1;
         if model == content {
             continue;
         }
-        let mut record = |op| missed.push(Record { call: log::UNRECORDED, t_start: at, t_end: at, ino: *ino, op });
         if content.len() < model.len() {
-            record(Op::Size(content.len() as u64));
+            missed.push(call(*ino, Op::Size(content.len() as u64)));
         }
         let (mut i, mut bytes) = (0, 0);
         while i < content.len() {
@@ -690,12 +699,40 @@ fn reconcile(data: &Path, log_path: &Path, at: u64) -> (u64, Vec<String>) {
                 i += 1;
             }
             bytes += i - from;
-            record(Op::Write { offset: from as u64, data: content[from..i].to_vec() });
+            missed.push(call(*ino, Op::Write { offset: from as u64, data: content[from..i].to_vec() }));
         }
-        unrecorded.push(format!("{name} ({bytes} bytes, {} -> {} long)", model.len(), content.len()));
+        unrecorded.push(format!("{name}: {bytes} bytes differ, {} -> {} long", model.len(), content.len()));
     }
-    log::append(log_path, &missed);
+    if !missed.is_empty() {
+        log::append(log_path, &missed);
+        assert!(as_logged(data, log_path) == real, "the log does not describe the directory even after {unrecorded:?}");
+    }
     (torn, unrecorded)
+}
+
+/// The directory as the log at `log_path` says the calls left it (every call issued): file name
+/// -> (inode, content), `*-shm` left out.
+fn as_logged(data: &Path, log_path: &Path) -> BTreeMap<String, (u64, Vec<u8>)> {
+    let records = log::read(log_path);
+    let mut disk = Disk::new(data.to_str().unwrap(), &records);
+    disk.advance_to(u64::MAX);
+    disk.issued()
+}
+
+/// The directory `data` as it is: file name -> (inode, content), `*-shm` left out.
+fn as_found(data: &Path) -> BTreeMap<String, (u64, Vec<u8>)> {
+    let mut found = BTreeMap::new();
+    for entry in std::fs::read_dir(data).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        if name.ends_with("-shm") {
+            continue;
+        }
+        let meta = entry.metadata().unwrap();
+        assert!(meta.is_file(), "{name}: not a file");
+        found.insert(name, (std::os::unix::fs::MetadataExt::ino(&meta), std::fs::read(entry.path()).unwrap()));
+    }
+    found
 }
 
 /// Bytes stored through a shared writable mapping never pass the shim: the only such mappings
