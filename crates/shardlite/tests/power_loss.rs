@@ -43,8 +43,9 @@
 //! `SHARDLITE_POWERCUT_CUTS=N` sets the number of cuts per test (default 24, for CI);
 //! `SHARDLITE_POWERCUT_SEED` the seed of the random choices (the clients' operations, the cut
 //! moments, what survives; the timing of a run is not reproducible, so a failing run keeps its
-//! directory instead: the log, the server's data directory, and for each failed cut the
-//! directory as rebuilt and after `check` and the store recovered it; it prints where);
+//! directory instead: the log, the server's data directory, and for failed cuts the directory as
+//! rebuilt and after `check` and the store recovered it — the first 20 with a finding other than
+//! lost writes and the first 3 with only lost writes; it prints where);
 //! `SHARDLITE_POWERCUT_KEEP=1` keeps every run's directory and every cut;
 //! `SHARDLITE_POWERCUT_SERVE_ARGS` adds or replaces flags of `shardlite serve` (for trying other
 //! configurations: `--journal delete`, for one, loses acknowledged writes here; see
@@ -77,6 +78,11 @@ const KEYS_PER_TASK: usize = 24;
 /// How long the clients write in each session before it ends.
 const LOAD: Duration = Duration::from_millis(900);
 const DEFAULT_CUTS: usize = 24;
+/// A failed cut keeps its directories (rebuilt, checked, opened: a few MB) for inspection: the
+/// first this many with a finding other than lost writes, and the first few with only lost
+/// writes (by the hundred with `normal`, where they are expected).
+const KEPT_CUTS: usize = 20;
+const KEPT_LOSSES: usize = 3;
 /// 16 partitions; WAL checkpoints (and restarts, and truncations to the journal size limit)
 /// every 8 pages; index merges every 8 new records per partition; 1 MiB log segments: all of it
 /// happens many times in a run, so cuts fall in the middle of each.
@@ -438,12 +444,23 @@ async fn run(synchronous: &'static str) -> Option<Report> {
         restarts,
         elapsed: Duration::ZERO,
     };
+    let keep_all = std::env::var_os("SHARDLITE_POWERCUT_KEEP").is_some();
+    // Failed cuts whose directories are kept: (with a finding other than lost writes, with only
+    // lost writes).
+    let mut kept = (0, 0);
     for (i, (t, survival)) in moments.into_iter().enumerate() {
         disk.advance_to(t);
         let files = disk.crash(&mut rng, survival);
         let before_creation = !files.contains_key("shardlite.toml");
         let (session, phase) = Phase::of(&report.sessions, t);
-        let (judged, failures) = cut(&files, &keys, t, &root.join(format!("cut-{i:03}")));
+        let keep = |failures: &[Failure]| {
+            let unexpected = failures.iter().any(|f| !matches!(f, Failure::Lost { .. }) && !f.explained_by_a_loss());
+            let count = if unexpected { &mut kept.0 } else { &mut kept.1 };
+            let keep = keep_all || (!failures.is_empty() && *count < if unexpected { KEPT_CUTS } else { KEPT_LOSSES });
+            *count += usize::from(keep);
+            keep
+        };
+        let (judged, failures) = cut(&files, &keys, t, &root.join(format!("cut-{i:03}")), keep);
         report.cuts.push(Cut { t, survival, session, phase, before_creation, judged, failures: failures.len() });
         report.failures.extend(failures.into_iter().map(|f| (i, f)));
     }
@@ -750,14 +767,20 @@ fn assert_only_shm_is_mapped(pid: u32, data: &Path) {
 }
 
 /// Writes the directory a power cut at `t` left (`files`) twice, runs `shardlite check` on one
-/// copy and reads every key from the other. A cut that failed keeps both copies and the
-/// directory as rebuilt under `dir`. Without a manifest there is no data directory yet (the
+/// copy and reads every key from the other. If `keep` says so (given the failures), both copies
+/// and the directory as rebuilt stay under `dir`; else it is removed. Without a manifest there is no data directory yet (the
 /// next start creates one): every key must then be absent, which holds if none was
 /// acknowledged. A store that refuses to open because a partition's WAL is missing is a
 /// finding ([`Failure::Refused`]); both copies are then opened accepting the loss
 /// (`accept_wal_loss`, the engine's own check in place of `shardlite check`, which has no such
 /// flag), so that the directory is checked and every key judged all the same.
-fn cut(files: &BTreeMap<String, Vec<u8>>, keys: &[KeyHistory], t: u64, dir: &Path) -> (Judged, Vec<Failure>) {
+fn cut(
+    files: &BTreeMap<String, Vec<u8>>,
+    keys: &[KeyHistory],
+    t: u64,
+    dir: &Path,
+    keep: impl FnOnce(&[Failure]) -> bool,
+) -> (Judged, Vec<Failure>) {
     if !files.contains_key("shardlite.toml") {
         return history::judge(keys, t, |_| None);
     }
@@ -769,7 +792,8 @@ fn cut(files: &BTreeMap<String, Vec<u8>>, keys: &[KeyHistory], t: u64, dir: &Pat
         }
     }
     let mut failures = Vec::new();
-    let config = Config { writer_threads: 1, lookup_threads: 1, record_cache_mib: 0, ..Config::default() };
+    let config =
+        Config { writer_threads: 1, lookup_threads: 1, record_cache_mib: 0, log_segment_mib: 1, ..Config::default() };
     let accepting = Config { accept_wal_loss: true, ..config.clone() };
     let mut refused = false;
     let store = match Store::open_existing(&opened, config) {
@@ -822,7 +846,12 @@ fn cut(files: &BTreeMap<String, Vec<u8>>, keys: &[KeyHistory], t: u64, dir: &Pat
             Err(err) => failures.push(Failure::Check(err.to_string())),
         }
     }
-    if failures.is_empty() && std::env::var_os("SHARDLITE_POWERCUT_KEEP").is_none() {
+    // `check` closes the store it opened with the default settings, keeping its 64 MiB log
+    // segment as the spare: nothing to look at, and disk space for every kept cut.
+    if !files.contains_key("commit.spare") {
+        let _ = std::fs::remove_file(checked.join("commit.spare"));
+    }
+    if !keep(&failures) {
         std::fs::remove_dir_all(dir).unwrap();
     } else {
         // As the cut left it, before `check` and the store touched it (both recover).
