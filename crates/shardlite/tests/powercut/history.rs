@@ -13,8 +13,9 @@
 //! The history runs over several server sessions on one directory. A write left unanswered
 //! because its server was killed stays in flight until the next session, once it has opened the
 //! directory (replayed, synced), reads the key: that read *settles* it. Found applied, it counts
-//! from the read's answer on as if acknowledged then (the server showed it after its recovery
-//! made the directory durable, so a power cut after the read must keep it); found not applied, it
+//! from the read's answer on as if acknowledged then (with the commit log, recovery made the
+//! directory durable before the server answered, so a power cut after the read must keep it;
+//! with `synchronous = normal` losing it is a lost write like any other); found not applied, it
 //! is known never to have been applied from then on, and finding it later is a failure. A cut
 //! before the read (in the gap between sessions, or during the recovery that would have settled
 //! it) still sees it in flight.

@@ -6,9 +6,9 @@
 //!
 //! A SIGKILL can cut the log: a record is appended after its call returned, so a thread killed
 //! during a call (the kernel finishes it: an `ftruncate` of a WAL takes ~0.15 ms, an `fsync`
-//! milliseconds) or just after it leaves a change without a record — in runs of four sessions,
-//! about one kill in three does — and one killed in the middle of the append leaves a part of
-//! a record. [`repair_tail`] drops such a part, and the test compares what the log says with
+//! milliseconds) or just after it leaves a change without a record — about one session in seven
+//! did in the runs so far — and one killed in the middle of the append leaves a part of a
+//! record. [`repair_tail`] drops such a part, and the test compares what the log says with
 //! the directory the killed server left ([`super::disk::Disk::issued`]), appending what the log
 //! missed as [`UNRECORDED`] calls ([`append`]) before the next server starts. (A sync without
 //! its record makes the model lose more, never less: nothing in the process acted on it.)
