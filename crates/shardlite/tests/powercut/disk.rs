@@ -25,6 +25,11 @@
 //!   durable here (on ext4 it usually does, as a side effect of the journal commit; nothing
 //!   should rely on that). A file whose creation is lost is gone with its content; a rename
 //!   that is lost leaves both files as they were under their old names.
+//! - **Several processes.** A log may hold the calls of several server sessions on the
+//!   directory, one after the other (killed or stopped, then restarted). Records name inodes,
+//!   not descriptors, so they replay as one history: what a killed session left unsynced stays
+//!   pending, as it stays in the page cache for the next session to read, until a sync of any
+//!   later session covers it.
 //! - **Not barriers.** `sync_file_range` (writes pages back, flushes neither the disk's cache
 //!   nor metadata) and `msync` are recorded but make nothing durable.
 //! - **Left out.** SQLite's `*-shm` wal-index files are written through shared memory, never
@@ -85,6 +90,8 @@ enum NameOp {
 /// One file (an inode; a name may come and go).
 #[derive(Debug, Default)]
 struct File {
+    /// Its inode number.
+    ino: u64,
     /// Its content as of its last completed sync.
     durable: Vec<u8>,
     /// Writes and size changes (record indices) issued since, not covered by a sync.
@@ -172,7 +179,7 @@ impl<'a> Disk<'a> {
                 }
                 let name = self.name(path).unwrap_or_else(|| panic!("{path}: not in {}", self.dir));
                 if *created {
-                    self.files.push(File::default());
+                    self.files.push(File { ino: record.ino, ..File::default() });
                     let file = self.files.len() - 1;
                     self.by_ino.insert(record.ino, file);
                     self.pending_names.push((record.t_end, NameOp::Create { name, file }));
@@ -265,6 +272,27 @@ impl<'a> Disk<'a> {
                     apply_op(&mut content, &self.records[i], &mut |_| keep(rng));
                 }
                 (name, content)
+            })
+            .collect()
+    }
+
+    /// The directory as the calls issued so far left it in the kernel (what a process kill now
+    /// leaves): file name -> (inode, content), `*-shm` left out. The test compares it with the
+    /// real directory after each session.
+    pub fn issued(&self) -> BTreeMap<String, (u64, Vec<u8>)> {
+        let mut names = self.durable_names.clone();
+        for (_, op) in &self.pending_names {
+            apply_name(&mut names, op.clone());
+        }
+        names
+            .into_iter()
+            .filter(|(name, _)| !name.ends_with("-shm"))
+            .map(|(name, file)| {
+                let mut content = self.files[file].durable.clone();
+                for &i in &self.files[file].pending {
+                    apply_op(&mut content, &self.records[i], &mut |_| true);
+                }
+                (name, (self.files[file].ino, content))
             })
             .collect()
     }

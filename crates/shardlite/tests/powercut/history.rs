@@ -9,6 +9,16 @@
 //! or the state of the write in flight at T: an unanswered write may or may not have been
 //! applied. The operations of one `POST /batch` that fall in one partition are one transaction:
 //! applied all or none.
+//!
+//! The history runs over several server sessions on one directory. A write left unanswered
+//! because its server was killed stays in flight until the next session, once it has opened the
+//! directory (replayed, synced), reads the key: that read *settles* it. Found applied, it counts
+//! from the read's answer on as if acknowledged then (with the commit log, recovery made the
+//! directory durable before the server answered, so a power cut after the read must keep it;
+//! with `synchronous = normal` losing it is a lost write like any other); found not applied, it
+//! is known never to have been applied from then on, and finding it later is a failure. A cut
+//! before the read (in the gap between sessions, or during the recovery that would have settled
+//! it) still sees it in flight.
 
 use std::collections::BTreeMap;
 
@@ -19,10 +29,34 @@ pub struct Write {
     pub sent: u64,
     /// When its 2xx answer arrived; `None` if it never did (the server was killed).
     pub answered: Option<u64>,
+    /// For an unanswered write: when a read after the restart answered, and whether it found
+    /// the write applied.
+    pub settled: Option<(u64, bool)>,
     /// The key's state after it: the value, or `None` (deleted).
     pub state: Option<Vec<u8>>,
     /// The batch it was part of.
     pub batch: Option<u64>,
+}
+
+impl Write {
+    /// From when the write must be found (unless a later one replaced it): its answer, or the
+    /// read that found it applied after a restart.
+    pub fn holds_from(&self) -> Option<u64> {
+        self.answered.or(match self.settled {
+            Some((at, true)) => Some(at),
+            _ => None,
+        })
+    }
+
+    /// Whether a read before `t` found it not applied (it never will be).
+    pub fn void_at(&self, t: u64) -> bool {
+        matches!(self.settled, Some((at, false)) if at < t)
+    }
+
+    /// Whether it was in flight at `t`: sent, neither answered nor settled.
+    pub fn in_flight_at(&self, t: u64) -> bool {
+        self.sent < t && self.holds_from().is_none_or(|at| at >= t) && !self.void_at(t)
+    }
 }
 
 /// A key and every write sent to it, in order (writes refused with 503 are left out).
@@ -43,10 +77,16 @@ pub enum Failure {
     Check(String),
     /// The store did not open; the error.
     Open(String),
+    /// The store refused to open because a partition's WAL is missing (commits may be lost);
+    /// the error. The keys are judged on the store opened accepting the loss.
+    Refused(String),
     /// A key holds a state older than its last acknowledged write: that write was lost.
     Lost { key: String, expected: String, in_flight: String, found: String },
     /// A key holds a state no write sent before T produced (a later one, or none at all).
     Wrong { key: String, expected: String, in_flight: String, found: String },
+    /// A key holds the state of an unanswered write that a read after a restart, before T,
+    /// found not applied.
+    Revived { key: String, expected: String, found: String },
     /// An unanswered batch is applied in part within one partition.
     TornBatch { batch: u64, partition: u32, keys: Vec<(String, Applied)> },
 }
@@ -56,6 +96,7 @@ impl std::fmt::Display for Failure {
         match self {
             Failure::Check(output) => write!(f, "shardlite check failed:\n{output}"),
             Failure::Open(err) => write!(f, "the store did not open: {err}"),
+            Failure::Refused(err) => write!(f, "the store refused to open (then opened accepting the loss): {err}"),
             Failure::Lost { key, expected, in_flight, found } => write!(
                 f,
                 "LOST acknowledged write: key {key}: expected {expected} (or in flight {in_flight}), found {found}"
@@ -63,6 +104,11 @@ impl std::fmt::Display for Failure {
             Failure::Wrong { key, expected, in_flight, found } => {
                 write!(f, "key {key}: expected {expected} (or in flight {in_flight}), found {found}, which no write before the cut made")
             }
+            Failure::Revived { key, expected, found } => write!(
+                f,
+                "key {key}: expected {expected}, found {found}: the state of an unanswered write that a read after a \
+                 restart found not applied"
+            ),
             Failure::TornBatch { batch, partition, keys } => {
                 write!(f, "batch {batch} half applied in partition {partition}: {keys:?}")?;
                 if self.explained_by_a_loss() {
@@ -128,9 +174,9 @@ pub fn judge(keys: &[KeyHistory], t: u64, mut found: impl FnMut(&[u8]) -> Option
     let mut batches: BTreeMap<(u64, u32), Vec<(String, Applied)>> = BTreeMap::new();
     for k in keys {
         let name = String::from_utf8_lossy(&k.key).into_owned();
-        let acked = k.writes.iter().rposition(|w| w.answered.is_some_and(|a| a < t));
+        let acked = k.writes.iter().rposition(|w| w.holds_from().is_some_and(|a| a < t));
         let expected = acked.and_then(|i| k.writes[i].state.clone());
-        let mut unanswered = k.writes.iter().filter(|w| w.sent < t && w.answered.is_none_or(|a| a >= t));
+        let mut unanswered = k.writes.iter().filter(|w| w.in_flight_at(t));
         let in_flight = unanswered.next();
         assert!(unanswered.next().is_none(), "key {name}: two writes in flight at once");
         judged.acknowledged += usize::from(acked.is_some());
@@ -149,8 +195,12 @@ pub fn judge(keys: &[KeyHistory], t: u64, mut found: impl FnMut(&[u8]) -> Option
             let (expected, in_flight_shown, found_shown) =
                 (show(&expected), in_flight.map_or("none".to_owned(), |w| show(&w.state)), show(&state));
             // An older state: the state before the first write, or one an earlier write made.
-            let older = state.is_none() || k.writes[..acked.unwrap_or(0)].iter().any(|w| w.state == state);
-            failures.push(if older && acked.is_some() {
+            let older =
+                state.is_none() || k.writes[..acked.unwrap_or(0)].iter().any(|w| !w.void_at(t) && w.state == state);
+            let revived = state.is_some() && k.writes.iter().any(|w| w.void_at(t) && w.state == state);
+            failures.push(if revived {
+                Failure::Revived { key: name.clone(), expected, found: found_shown }
+            } else if older && acked.is_some() {
                 Failure::Lost { key: name.clone(), expected, in_flight: in_flight_shown, found: found_shown }
             } else {
                 Failure::Wrong { key: name.clone(), expected, in_flight: in_flight_shown, found: found_shown }
@@ -168,4 +218,50 @@ pub fn judge(keys: &[KeyHistory], t: u64, mut found: impl FnMut(&[u8]) -> Option
         }
     }
     (judged, failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(sent: u64, answered: Option<u64>, state: &str) -> Write {
+        Write { sent, answered, settled: None, state: Some(state.as_bytes().to_vec()), batch: None }
+    }
+
+    fn key(writes: Vec<Write>) -> Vec<KeyHistory> {
+        vec![KeyHistory { key: b"k".to_vec(), partition: 0, writes }]
+    }
+
+    fn failures(keys: &[KeyHistory], t: u64, found: &str) -> Vec<Failure> {
+        judge(keys, t, |_| Some(found.as_bytes().to_vec())).1
+    }
+
+    /// A write a kill left unanswered (sent at 20) is in flight until the read after the
+    /// restart (at 50) settles it; found applied, it must be there from then on.
+    #[test]
+    fn a_write_settled_applied_holds_from_the_read_on() {
+        let mut unanswered = write(20, None, "b");
+        unanswered.settled = Some((50, true));
+        let keys = key(vec![write(0, Some(10), "a"), unanswered]);
+        for t in [21, 30, 50] {
+            assert!(failures(&keys, t, "a").is_empty(), "in flight at {t}: not applied is fine");
+            assert!(failures(&keys, t, "b").is_empty(), "in flight at {t}: applied is fine");
+        }
+        assert!(matches!(failures(&keys, 51, "a")[..], [Failure::Lost { .. }]), "after the read: it must hold");
+        assert!(failures(&keys, 51, "b").is_empty());
+    }
+
+    /// Found not applied by the read after the restart, it may never show up again.
+    #[test]
+    fn a_write_settled_unapplied_may_not_come_back() {
+        let mut unanswered = write(20, None, "b");
+        unanswered.settled = Some((50, false));
+        let keys = key(vec![write(0, Some(10), "a"), unanswered, write(60, Some(70), "c")]);
+        assert!(failures(&keys, 30, "b").is_empty(), "in flight before the read");
+        assert!(failures(&keys, 55, "a").is_empty());
+        assert!(matches!(failures(&keys, 55, "b")[..], [Failure::Revived { .. }]));
+        assert!(matches!(failures(&keys, 80, "b")[..], [Failure::Revived { .. }]));
+        assert!(matches!(failures(&keys, 80, "a")[..], [Failure::Lost { .. }]));
+        assert!(failures(&keys, 65, "c").is_empty(), "a later write in flight");
+    }
 }

@@ -1,7 +1,8 @@
 //! Power-loss simulation for `tests/power_loss.rs`: the LD_PRELOAD shim that records what
 //! `shardlite serve` does to its files (`tests/fault/powercut.c`), the reader of its log
 //! ([`log`]), the disk that rebuilds the directory a power cut at any moment could leave
-//! ([`disk`], which documents the model), and what the clients know of each key ([`history`]).
+//! ([`disk`], which documents the model), and what the clients know of each key ([`history`]),
+//! over several server sessions on one directory.
 
 pub mod disk;
 pub mod history;
