@@ -14,10 +14,11 @@
 //! judges missing WALs), start a new epoch if the last session may have lost state it had
 //! shown ([`Manifest::start_epoch`]: durable before the old session is forgotten, so a crash
 //! right after cannot hide it), forget the old session (the logs are vouched for); then open
-//! the partitions, and [`DirLock::opened`]. Dropping the lock after that — which its owner does once
-//! every partition is closed, or failed to open and was closed — removes the marker; a
-//! process killed before then leaves it. Dropped before `opening`, the lock leaves the old
-//! session's marker as it found it.
+//! the partitions, and [`DirLock::opened`]. A close ends the session ([`DirLock::end_session`])
+//! once every partition is checkpointed, before their connections close and SQLite deletes the
+//! WALs; dropping the lock otherwise (a failed open) removes the marker too; a process killed
+//! before then leaves it. Dropped before `opening`, the lock leaves the old session's marker
+//! as it found it.
 
 use std::{
     fs::{File, OpenOptions},
@@ -84,6 +85,14 @@ impl DirLock {
     /// Every partition is open: marks the session, until the lock is dropped.
     pub fn opened(&self) -> Result<()> {
         File::create(&self.marker).and_then(|_| layout::sync_dir(&self.marker)).map_err(|e| Error::io(&self.marker, &e))
+    }
+
+    /// Every partition is checkpointed and its WAL empty, its connections still open: ends the
+    /// session now, before closing them deletes the WALs. (Removed after, the marker of a
+    /// session that crashed while closing would make the next open take those WALs for lost.)
+    pub fn end_session(&mut self) -> Result<()> {
+        self.session = false;
+        remove(&self.marker)
     }
 }
 

@@ -37,7 +37,7 @@ use crate::{
     ops::{Condition, Op, Outcome, Record, Version, Written},
     partition::{
         check::PartitionCheck,
-        writer::{self, Job, Maintenance, RequestResult, WriteRequest, WriterThread},
+        writer::{self, Job, Maintenance, PartitionWriter, RequestResult, WriteRequest, WriterThread},
         Partition,
     },
     Config, Error, Result, MAX_KEY_LEN,
@@ -53,7 +53,7 @@ pub struct Store {
     config: Config,
     manifest: Manifest,
     shared: Arc<Shared>,
-    writer_threads: Mutex<Vec<JoinHandle<()>>>,
+    writer_threads: Mutex<Vec<JoinHandle<Vec<PartitionWriter>>>>,
     /// The lookup threads and their queue; taken by `close`.
     lookups: RwLock<Option<Lookups>>,
     maintenance: Mutex<Option<(Sender<Maintenance>, JoinHandle<()>)>>,
@@ -496,9 +496,14 @@ impl Store {
         self.shared.writers.write().unwrap_or_else(|p| p.into_inner()).clear();
         let threads: Vec<_> = self.writer_threads.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
         let closing = !threads.is_empty();
-        for thread in threads {
-            let _ = thread.join();
+        // Each writer thread checkpoints its partitions and hands them back open.
+        let writers: Vec<PartitionWriter> = threads.into_iter().filter_map(|t| t.join().ok()).flatten().collect();
+        if let Some(lock) = self.lock.lock().unwrap_or_else(|p| p.into_inner()).as_mut().filter(|_| closing) {
+            if let Err(err) = lock.end_session() {
+                tracing::warn!(%err, "could not end the session; the next open will think it crashed");
+            }
         }
+        drop(writers);
         if let Some(log) = self.log.as_ref().filter(|_| closing) {
             // Every partition is checkpointed: the log is no longer needed, unless a partition's
             // files or the log itself failed (then the next open replays what it holds).
@@ -527,7 +532,7 @@ fn merges_sync_wal(config: &Config) -> bool {
     config.synchronous == Synchronous::Normal && config.journal == JournalMode::Wal
 }
 
-fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+fn spawn<T: Send + 'static>(name: String, f: impl FnOnce() -> T + Send + 'static) -> Result<JoinHandle<T>> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(f)

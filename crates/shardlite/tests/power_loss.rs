@@ -35,11 +35,9 @@
 //! lost. `the_simulation_catches_writes_acknowledged_before_their_flush` runs it with
 //! `--synchronous normal`, which acknowledges commits SQLite has not flushed: the harness must
 //! find acknowledged writes missing, or the simulation is too kind to prove anything; and it
-//! must find nothing else (a damaged directory, an index that lost live records): `normal` may
-//! lose the last commits, never more — with one exception, listed but not failed on: without
-//! the commit log, a crash during the orderly close (partitions closed, their WALs deleted, the
-//! session marker not yet) makes the next open refuse, "may be lost", though nothing was
-//! (`docs/reliability.md`). A refused open is a finding in both tests; the directory is then
+//! must find nothing else (a damaged directory, an index that lost live records, an open refused
+//! after a crash during the orderly close): `normal` may lose the last commits, never more. A
+//! refused open is a finding in both tests; the directory is then
 //! checked and every key judged on the store opened accepting the loss. In both, a restart must
 //! find every write acknowledged before the kill (a kill loses nothing the kernel has). Each
 //! test prints its sessions, one line per cut (the session and phase it fell in) and then its
@@ -146,9 +144,7 @@ async fn the_simulation_catches_writes_acknowledged_before_their_flush() {
             kept.display()
         );
     }
-    let other = report.failures.iter().filter(|(i, f)| {
-        !matches!(f, Failure::Lost { .. }) && !f.explained_by_a_loss() && !report.refused_after_an_orderly_close(*i, f)
-    });
+    let other = report.failures.iter().filter(|(_, f)| !matches!(f, Failure::Lost { .. }) && !f.explained_by_a_loss());
     if other.count() > 0 {
         let kept = report.keep();
         panic!("--synchronous normal did more than lose its last commits (kept in {})", kept.display());
@@ -278,17 +274,6 @@ impl Report {
         self.failures.iter().filter(|(_, f)| matches!(f, Failure::Lost { .. })).count()
     }
 
-    /// Whether `failure` of cut `i` is the refusal a crash during an orderly close causes without
-    /// the commit log: the writer threads close their partitions one by one (SQLite checkpoints
-    /// and deletes each WAL and wal-index), and the session marker goes only after the last, so
-    /// a crash in between leaves partitions in WAL mode without a WAL in a session that did not
-    /// close, which the WAL check refuses ("may be lost"; nothing was). Listed, and the keys
-    /// judged on the store opened accepting it; the `normal` test does not fail on it.
-    fn refused_after_an_orderly_close(&self, i: usize, failure: &Failure) -> bool {
-        matches!(failure, Failure::Refused(err) if err.contains("did not close the directory cleanly"))
-            && self.cuts[i].phase == Phase::Stopping
-    }
-
     fn failed_cuts(&self) -> usize {
         self.cuts.iter().filter(|c| c.failures > 0).count()
     }
@@ -345,10 +330,7 @@ impl Report {
         }
         // Lost writes are expected by the hundred with `normal`: any other finding comes first.
         let mut shown: Vec<&(usize, Failure)> = self.failures.iter().collect();
-        shown.sort_by_key(|(i, f)| {
-            let expected = matches!(f, Failure::Lost { .. }) || f.explained_by_a_loss();
-            (expected || self.refused_after_an_orderly_close(*i, f), *i)
-        });
+        shown.sort_by_key(|(i, f)| (matches!(f, Failure::Lost { .. }) || f.explained_by_a_loss(), *i));
         for (i, failure) in shown.into_iter().take(40) {
             let cut = &self.cuts[*i];
             eprintln!(
@@ -372,8 +354,7 @@ impl Report {
             phases.iter().map(|(p, (n, failed))| format!("{} {n} ({failed} failed)", p.name())).collect();
         eprintln!(
             "power_loss --synchronous {}: {} cuts over {} sessions ({}), {} failed, {} acknowledged writes lost, {} \
-             other failures ({} of them torn batches a lost write explains, {} refusals after a crash during an \
-             orderly close), {} findings after restarts, {:.1} s",
+             other failures ({} of them torn batches a lost write explains), {} findings after restarts, {:.1} s",
             self.synchronous,
             self.cuts.len(),
             self.sessions.len(),
@@ -382,7 +363,6 @@ impl Report {
             self.lost(),
             self.failures.len() - self.lost(),
             self.failures.iter().filter(|(_, f)| f.explained_by_a_loss()).count(),
-            self.failures.iter().filter(|(i, f)| self.refused_after_an_orderly_close(*i, f)).count(),
             self.restarts.len(),
             self.elapsed.as_secs_f64()
         );

@@ -497,8 +497,9 @@ pub struct WriterThread {
 }
 
 impl WriterThread {
-    /// Serves jobs until every sender is gone, then checkpoints and closes its partitions.
-    pub fn run(mut self) {
+    /// Serves jobs until every sender is gone, then checkpoints its partitions and hands their
+    /// writers back (open: the store closes them once the session is marked closed).
+    pub fn run(mut self) -> Vec<PartitionWriter> {
         while let Ok(first) = self.jobs.recv() {
             let jobs = self.drain(first);
             let mut groups: Vec<(u32, Vec<WriteRequest>)> = Vec::new();
@@ -513,7 +514,7 @@ impl WriterThread {
             }
             self.commit_round(groups);
         }
-        self.close();
+        self.checkpoint_all()
     }
 
     /// The first job and whatever else is already waiting (or arrives within the linger).
@@ -598,12 +599,14 @@ impl WriterThread {
         }
     }
 
-    fn close(self) {
-        for writer in self.writers {
+    /// Copies every partition's WAL into its database and empties it, before the close.
+    fn checkpoint_all(self) -> Vec<PartitionWriter> {
+        for writer in &self.writers {
             writer.partition.readers.close_idle();
             if let Err(err) = sql::checkpoint_truncate(&writer.conn) {
                 tracing::warn!(partition = writer.partition.id, %err, "final checkpoint failed");
             }
         }
+        self.writers
     }
 }
