@@ -15,7 +15,7 @@ use std::{
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use shardlite_engine::{Condition, Config, IndexMode, Op, Store, Synchronous};
+use shardlite_engine::{Condition, Config, CreateOptions, IndexMode, Op, Store, Synchronous};
 
 use crate::{
     keyspace,
@@ -43,8 +43,9 @@ pub struct Options {
     /// afterwards. `Some`: kept, and a mode whose directory already holds the records is not
     /// preloaded again (so a run under a memory limit can reuse a load made without one).
     pub data_dir: Option<PathBuf>,
-    /// Engine settings for the measured phases (partitions, synchronous, ...); `index` is
-    /// taken from `modes`.
+    /// Partitions of each data directory.
+    pub partitions: u32,
+    /// Engine settings for the measured phases (synchronous, writer threads, ...).
     pub config: Config,
     /// Key-space seed.
     pub seed: u64,
@@ -61,7 +62,8 @@ impl Default for Options {
             phase: Duration::from_secs(5),
             evict_before_get: false,
             data_dir: None,
-            config: Config { partitions: 16, ..Config::default() },
+            partitions: 16,
+            config: Config::default(),
             seed: 1,
         }
     }
@@ -129,15 +131,16 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec
     let mut reports = Vec::new();
     for &mode in &opts.modes {
         let dir = base.join(mode.as_str());
-        let config = Config { index: mode, ..opts.config.clone() };
+        let create = CreateOptions { partitions: Some(opts.partitions), index: Some(mode), ..CreateOptions::default() };
+        let config = opts.config.clone();
         let preload_per_sec = if dir.join("shardlite.toml").exists() {
             progress(&format!("{mode}: reusing {}", dir.display()));
             0.0
         } else {
             progress(&format!("{mode}: preloading {} records", opts.records));
-            preload(&dir, &config, opts)?
+            preload(&dir, create, &config, opts)?
         };
-        let store = Store::open(&dir, config)?;
+        let store = Store::open_or_create(&dir, create, config)?;
         store.merge_indexes()?;
         let stats = store.stats();
         let records = stats.sum(|p| p.records).max(1);
@@ -185,9 +188,9 @@ fn phase_names(mode: IndexMode) -> &'static [&'static str] {
 }
 
 /// Loads records `0..records` with fsync off and big batches, then closes (checkpointing).
-fn preload(dir: &Path, config: &Config, opts: &Options) -> anyhow::Result<f64> {
+fn preload(dir: &Path, create: CreateOptions, config: &Config, opts: &Options) -> anyhow::Result<f64> {
     let fast = Config { synchronous: Synchronous::Off, ..config.clone() };
-    let store = Store::create(dir, fast)?;
+    let store = Store::create(dir, create, fast)?;
     let started = Instant::now();
     let next = AtomicU64::new(0);
     const CHUNK: u64 = 20_000;
@@ -349,7 +352,8 @@ mod tests {
             records: 2_000,
             callers: vec![2],
             phase: Duration::from_millis(100),
-            config: Config { partitions: 2, synchronous: Synchronous::Off, ..Config::default() },
+            partitions: 2,
+            config: Config { synchronous: Synchronous::Off, ..Config::default() },
             ..Options::default()
         };
         let reports = run(&opts, |_| {}).unwrap();

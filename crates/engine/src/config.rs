@@ -1,6 +1,7 @@
-//! Engine configuration: every SQLite knob the write-ups measured, the group-commit knobs and
-//! the resource bounds. Fixed-at-creation facts (partitions, seed, index mode) live here too and
-//! are recorded in the manifest; the rest may change from one open to the next.
+//! Engine settings, in two layers: [`CreateOptions`], what is fixed when a data directory is
+//! created (partitions, index mode, hash seed, fingerprint width; recorded in its manifest), and
+//! [`Config`], the runtime tuning that may change from one open to the next (every SQLite knob
+//! the write-ups measured, the group-commit knobs and the resource bounds).
 
 use std::{fmt, str::FromStr, time::Duration};
 
@@ -90,16 +91,59 @@ text_enum!(TxMode { Immediate => "immediate", Deferred => "deferred" });
 /// Largest partition count a data directory may have (file names carry four digits).
 pub const MAX_PARTITIONS: u32 = 4096;
 
-/// Everything a [`crate::Store`] can be told.
+/// What a data directory is created with, and then is for good: recorded in its manifest
+/// ([`crate::Manifest`]). Each setting is optional. One that is given is what a new directory
+/// gets, and what an existing one must have been created with (opening refuses a difference,
+/// naming it); one that is not given is whatever an existing directory has, or the default
+/// for a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOptions {
+    /// Partitions.
+    pub partitions: Option<u32>,
+    /// How records are found by key.
+    pub index: Option<IndexMode>,
+    /// Seed of the key hash.
+    pub hash_seed: Option<u64>,
+    /// Fingerprint width, bits; below 32 only to force collisions in tests.
+    pub fingerprint_bits: Option<u8>,
+}
+
+impl CreateOptions {
+    /// Partitions of a new directory unless given.
+    pub const DEFAULT_PARTITIONS: u32 = 256;
+    /// Hash seed of a new directory unless given: "SHARDLIT".
+    pub const DEFAULT_HASH_SEED: u64 = 0x5348_4152_444C_4954;
+    /// Fingerprint width of a new directory unless given.
+    pub const DEFAULT_FINGERPRINT_BITS: u8 = 32;
+
+    /// What a new directory gets when nothing is given: every setting at its default.
+    pub fn defaults() -> Self {
+        Self {
+            partitions: Some(Self::DEFAULT_PARTITIONS),
+            index: Some(IndexMode::default()),
+            hash_seed: Some(Self::DEFAULT_HASH_SEED),
+            fingerprint_bits: Some(Self::DEFAULT_FINGERPRINT_BITS),
+        }
+    }
+
+    /// Rejects given settings no directory can have, saying which and why.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(msg));
+        if let Some(p) = self.partitions.filter(|p| !(1..=MAX_PARTITIONS).contains(p)) {
+            return bad(format!("partitions must be 1..={MAX_PARTITIONS}, got {p}"));
+        }
+        if let Some(bits) = self.fingerprint_bits.filter(|b| !(1..=32).contains(b)) {
+            return bad(format!("fingerprint_bits must be 1..=32, got {bits}"));
+        }
+        Ok(())
+    }
+}
+
+/// How a [`crate::Store`] runs: everything that may change from one open to the next.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Partition count of a new data directory (recorded in the manifest).
-    pub partitions: u32,
-    /// Index mode of a new data directory (recorded in the manifest).
-    pub index: IndexMode,
-    /// Hash seed of a new data directory (recorded in the manifest).
-    pub hash_seed: u64,
     /// SQLite journal mode.
     pub journal: JournalMode,
     /// What an acknowledged write survives (SQLite's `synchronous` levels; see
@@ -145,8 +189,6 @@ pub struct Config {
     pub checkpoint_pages: u32,
     /// Recent index entries (in RAM) after which a partition's index is merged into its file.
     pub merge_threshold: usize,
-    /// Fingerprint width of a new data directory; below 32 only to force collisions in tests.
-    pub fingerprint_bits: u8,
     /// Open even if a partition's write-ahead log is missing and commits were lost with it
     /// (logged), serving what the database files hold; otherwise such an open is refused.
     pub accept_wal_loss: bool,
@@ -155,9 +197,6 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            partitions: 256,
-            index: IndexMode::Hash,
-            hash_seed: 0x5348_4152_444C_4954, // "SHARDLIT"
             journal: JournalMode::Wal,
             synchronous: Synchronous::Full,
             commit_log: true,
@@ -176,7 +215,6 @@ impl Default for Config {
             readers_per_partition: 2,
             checkpoint_pages: 1000,
             merge_threshold: 1 << 20,
-            fingerprint_bits: 32,
             accept_wal_loss: false,
         }
     }
@@ -197,9 +235,6 @@ impl Config {
     /// Rejects settings the engine cannot run with, saying which and why.
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(msg));
-        if !(1..=MAX_PARTITIONS).contains(&self.partitions) {
-            return bad(format!("partitions must be 1..={MAX_PARTITIONS}, got {}", self.partitions));
-        }
         if !(512..=65536).contains(&self.page_size) || !self.page_size.is_power_of_two() {
             return bad(format!("page_size must be a power of two in 512..=65536, got {}", self.page_size));
         }
@@ -218,9 +253,6 @@ impl Config {
             if v == 0 {
                 return bad(format!("{name} must be at least 1"));
             }
-        }
-        if !(1..=32).contains(&self.fingerprint_bits) {
-            return bad(format!("fingerprint_bits must be 1..=32, got {}", self.fingerprint_bits));
         }
         Ok(())
     }
@@ -255,8 +287,9 @@ mod tests {
     fn validate_names_the_bad_field() {
         let cfg = Config { page_size: 3000, ..Config::default() };
         assert!(cfg.validate().unwrap_err().to_string().contains("page_size"));
-        let cfg = Config { partitions: 0, ..Config::default() };
-        assert!(cfg.validate().unwrap_err().to_string().contains("partitions"));
+        let create = CreateOptions { partitions: Some(0), ..CreateOptions::default() };
+        assert!(create.validate().unwrap_err().to_string().contains("partitions"));
         assert!(Config::default().validate().is_ok());
+        assert!(CreateOptions::defaults().validate().is_ok());
     }
 }

@@ -17,7 +17,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use proptest::{prelude::*, strategy::ValueTree, test_runner::TestRunner};
-use shardlite_engine::{Condition, Config, Error, IndexMode, Op, Outcome, Store, Version};
+use shardlite_engine::{Condition, Config, CreateOptions, Error, IndexMode, Op, Outcome, Store, Version};
 
 /// One key as the model knows it.
 #[derive(Debug, Default, Clone)]
@@ -137,10 +137,10 @@ fn check_delete(key: &mut KeyModel, c: Condition, got: Result<Outcome, Error>, w
     }
 }
 
-fn run(steps: Vec<Step>, config: Config, keys: u32) {
+fn run(steps: Vec<Step>, create: CreateOptions, config: Config, keys: u32) {
     let root = tempfile::tempdir().unwrap();
     let mut dir = root.path().join("live");
-    let mut store = Some(Store::create(&dir, config.clone()).unwrap());
+    let mut store = Some(Store::create(&dir, create, config.clone()).unwrap());
     let mut epoch = store.as_ref().unwrap().manifest().epoch;
     let mut model: Model = (0..keys).map(|k| (k, KeyModel::default())).collect();
     let key = common::key;
@@ -219,8 +219,12 @@ fn run(steps: Vec<Step>, config: Config, keys: u32) {
     assert_eq!(checks.iter().map(|c| c.records).sum::<u64>(), live);
 }
 
-fn config(index: IndexMode, fingerprint_bits: u8) -> Config {
-    Config { partitions: 3, merge_threshold: 6, fingerprint_bits, ..common::small_config(index) }
+fn directory(index: IndexMode, fingerprint_bits: u8) -> CreateOptions {
+    CreateOptions { partitions: Some(3), fingerprint_bits: Some(fingerprint_bits), ..common::small_dir(index) }
+}
+
+fn config() -> Config {
+    Config { merge_threshold: 6, ..common::small_config() }
 }
 
 proptest! {
@@ -228,18 +232,18 @@ proptest! {
 
     #[test]
     fn hash_index_matches_the_model(steps in proptest::collection::vec(step(40, 1), 1..80)) {
-        run(steps, config(IndexMode::Hash, 32), 40);
+        run(steps, directory(IndexMode::Hash, 32), config(), 40);
     }
 
     #[test]
     fn colliding_fingerprints_still_give_exact_answers(steps in proptest::collection::vec(step(40, 1), 1..80)) {
         // Two-bit fingerprints: every key collides with about a quarter of the others.
-        run(steps, config(IndexMode::Hash, 2), 40);
+        run(steps, directory(IndexMode::Hash, 2), config(), 40);
     }
 
     #[test]
     fn sqlite_index_matches_the_model(steps in proptest::collection::vec(step(40, 1), 1..60)) {
-        run(steps, config(IndexMode::Sqlite, 32), 40);
+        run(steps, directory(IndexMode::Sqlite, 32), config(), 40);
     }
 }
 
@@ -262,6 +266,6 @@ fn versions_never_repeat_over_a_long_run() {
         })
         .collect();
     let start = std::time::Instant::now();
-    run(steps, Config { merge_threshold: 64, ..config(IndexMode::Hash, 32) }, 16);
+    run(steps, directory(IndexMode::Hash, 32), Config { merge_threshold: 64, ..config() }, 16);
     eprintln!("{ops} operations on 16 keys in {:.1} s, no version repeated", start.elapsed().as_secs_f64());
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hyper::StatusCode;
 use serde::Serialize;
-use shardlite_engine::{Config, Store, StoreStats};
+use shardlite_engine::{Config, CreateOptions, Store, StoreStats};
 
 use crate::{
     error::ApiError,
@@ -37,11 +37,20 @@ struct Stats<'a> {
 }
 
 /// The SQLite backend's fields: sums over the partitions, the store's figures, the engine
-/// configuration.
+/// settings.
 #[derive(Serialize)]
 struct SqliteFields<'a> {
     totals: Totals,
     store: StoreStats,
+    config: EngineSettings<'a>,
+}
+
+/// Every engine setting in force: what the directory was created with, and the runtime ones.
+#[derive(Serialize)]
+struct EngineSettings<'a> {
+    #[serde(flatten)]
+    created: CreateOptions,
+    #[serde(flatten)]
     config: &'a Config,
 }
 
@@ -91,7 +100,8 @@ pub fn sqlite_fields(store: &Store) -> serde_json::Map<String, serde_json::Value
         index_bytes: stats.sum(|p| p.index_bytes),
         queued_jobs: stats.queue_depths.iter().sum(),
     };
-    match serde_json::to_value(SqliteFields { totals, store: stats, config: store.config() }) {
+    let config = EngineSettings { created: store.manifest().created_with(), config: store.config() };
+    match serde_json::to_value(SqliteFields { totals, store: stats, config }) {
         Ok(serde_json::Value::Object(map)) => map,
         _ => serde_json::Map::new(),
     }

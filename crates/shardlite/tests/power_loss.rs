@@ -374,7 +374,7 @@ fn cut(files: &BTreeMap<String, Vec<u8>>, keys: &[KeyHistory], t: u64, dir: &Pat
         failures.push(Failure::Check(output));
     }
     let config = Config { writer_threads: 1, lookup_threads: 1, record_cache_mib: 0, ..Config::default() };
-    let judged = match Store::open_existing(&opened, config) {
+    let judged = match Store::open(&opened, config) {
         Ok(store) => {
             let (judged, found) = history::judge(keys, t, |key| store.get(key).unwrap().map(|r| r.value));
             failures.extend(found);

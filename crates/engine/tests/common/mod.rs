@@ -1,13 +1,21 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use shardlite_engine::{Config, IndexMode, Record, Synchronous};
+use shardlite_engine::{Config, CreateOptions, IndexMode, Record, Synchronous};
 
-/// A small, fast configuration: few partitions, no fsync (durability is the crash test's job).
-pub fn small_config(index: IndexMode) -> Config {
+/// A small data directory: 4 partitions, `index`.
+pub fn small_dir(index: IndexMode) -> CreateOptions {
+    CreateOptions { partitions: Some(4), index: Some(index), ..CreateOptions::default() }
+}
+
+/// `partitions` partitions with the compact hash index.
+pub fn partitions(partitions: u32) -> CreateOptions {
+    CreateOptions { partitions: Some(partitions), ..small_dir(IndexMode::Hash) }
+}
+
+/// A small, fast configuration: no fsync (durability is the crash test's job).
+pub fn small_config() -> Config {
     Config {
-        partitions: 4,
-        index,
         synchronous: Synchronous::Off,
         writer_threads: 2,
         readers_per_partition: 2,

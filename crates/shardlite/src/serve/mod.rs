@@ -7,7 +7,7 @@ mod settings;
 use std::sync::Arc;
 
 use anyhow::Context;
-use shardlite_engine::{layout::Layout, Store};
+use shardlite_engine::Store;
 use shardlite_server::{
     postgres::{PgBackend, PgOptions},
     Backend, SqliteBackend,
@@ -61,16 +61,11 @@ enum Opened {
 }
 
 /// Opens the data directory, creating it on first start. An existing directory keeps the
-/// partitions, index mode and seed its manifest records unless the user gave one of them, in
-/// which case the engine refuses a mismatch instead of guessing.
+/// partitions, index mode and seed its manifest records; one of them given and different is
+/// refused instead of guessed.
 fn open_store(dir: &std::path::Path, settings: &Settings) -> anyhow::Result<Store> {
-    let exists = Layout::new(dir).manifest().exists();
-    let store = if exists && !settings.fixed_given {
-        Store::open_existing(dir, settings.engine.clone())
-    } else {
-        Store::open_or_create(dir, settings.engine.clone())
-    };
-    store.with_context(|| format!("opening {}", dir.display()))
+    Store::open_or_create(dir, settings.create, settings.engine.clone())
+        .with_context(|| format!("opening {}", dir.display()))
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).

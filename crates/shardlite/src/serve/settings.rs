@@ -7,7 +7,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use anyhow::Context;
 use serde::Deserialize;
-use shardlite_engine::{Config, IndexMode, JournalMode, Synchronous, TxMode};
+use shardlite_engine::{Config, CreateOptions, IndexMode, JournalMode, Synchronous, TxMode};
 use shardlite_server::ServerOptions;
 
 /// Where the server listens unless told otherwise: loopback only.
@@ -199,11 +199,10 @@ pub struct Settings {
     pub storage: Storage,
     /// Where to listen.
     pub listen: SocketAddr,
+    /// The settings fixed at creation that were given (an existing directory must match them).
+    pub create: CreateOptions,
     /// The engine's configuration.
     pub engine: Config,
-    /// Whether a setting fixed at creation (partitions, index, hash seed) was given; if not,
-    /// an existing directory is opened with whatever its manifest records.
-    pub fixed_given: bool,
     /// The HTTP layer's options.
     pub server: ServerOptions,
     /// Async runtime worker threads (`None`: one per CPU).
@@ -219,15 +218,22 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         }
         None => File::default(),
     };
-    let fixed_in_file =
-        ["partitions", "index", "hash_seed", "fingerprint_bits"].iter().any(|k| file.engine.contains_key(*k));
-    let partitions_in_file = file.engine.contains_key("partitions");
-    let mut engine: Config = file.engine.try_into().with_context(|| match &args.config {
-        Some(path) => format!("engine settings in {}", path.display()),
-        None => "engine settings".to_owned(),
-    })?;
+    let mut engine_keys = file.engine;
+    let create_keys: toml::Table = ["partitions", "index", "hash_seed", "fingerprint_bits"]
+        .into_iter()
+        .filter_map(|k| engine_keys.remove_entry(k))
+        .collect();
+    let in_file = |what: &str| match &args.config {
+        Some(path) => format!("{what} in {}", path.display()),
+        None => what.to_owned(),
+    };
+    let mut create: CreateOptions = create_keys.try_into().with_context(|| in_file("settings of a new directory"))?;
+    let mut engine: Config = engine_keys.try_into().with_context(|| in_file("engine settings"))?;
     let flags = &args.engine;
-    let fixed_flagged = flags.partitions.is_some() || flags.index.is_some() || flags.hash_seed.is_some();
+    create.partitions = flags.partitions.or(create.partitions);
+    create.index = flags.index.or(create.index);
+    create.hash_seed = flags.hash_seed.or(create.hash_seed);
+    create.validate()?;
     macro_rules! flags_win {
         ($($field:ident),+ $(,)?) => {$(
             if let Some(v) = flags.$field.clone() {
@@ -236,9 +242,6 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         )+};
     }
     flags_win!(
-        partitions,
-        index,
-        hash_seed,
         journal,
         synchronous,
         commit_log,
@@ -277,7 +280,6 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     };
     anyhow::ensure!(server.max_connections > 0, "max_connections must be at least 1");
     anyhow::ensure!(server.auth_token.as_deref() != Some(""), "auth_token must not be empty");
-    let partitions_given = flags.partitions.is_some() || partitions_in_file;
     let storage = match (args.backend.clone().or(file.backend), args.data.clone().or(file.data)) {
         (Some(_), Some(_)) => anyhow::bail!("give a data directory (--data) or a --backend URL, not both"),
         (Some(url), None) => {
@@ -288,7 +290,7 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
             let pool_size = args.pg_pool_size.or(file.pg_pool_size);
             anyhow::ensure!(pool_size != Some(0), "pg_pool_size must be at least 1");
             let table = args.pg_table.clone().or(file.pg_table);
-            let partitions = if partitions_given { engine.partitions } else { 1 };
+            let partitions = create.partitions.unwrap_or(1);
             Storage::Postgres { url, table, partitions, pool_size }
         }
         (None, Some(dir)) => {
@@ -306,14 +308,7 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         Some(addr) => addr,
         None => DEFAULT_LISTEN.parse()?,
     };
-    Ok(Settings {
-        storage,
-        listen,
-        engine,
-        fixed_given: fixed_in_file || fixed_flagged,
-        server,
-        worker_threads: s.worker_threads.or(file.worker_threads),
-    })
+    Ok(Settings { storage, listen, create, engine, server, worker_threads: s.worker_threads.or(file.worker_threads) })
 }
 
 #[cfg(test)]
@@ -342,7 +337,7 @@ mod tests {
         assert_eq!(s.storage, Storage::Data(PathBuf::from("/tmp/d")));
         assert_eq!(s.engine, Config::default());
         assert_eq!(s.server, ServerOptions::default());
-        assert!(!s.fixed_given);
+        assert_eq!(s.create, CreateOptions::default(), "no setting of a new directory given");
         assert_eq!(s.worker_threads, None);
     }
 
@@ -397,9 +392,6 @@ mod tests {
         ])
         .unwrap();
         let want = Config {
-            partitions: 16,
-            index: IndexMode::Sqlite,
-            hash_seed: 7,
             journal: JournalMode::Delete,
             synchronous: Synchronous::Normal,
             commit_log: false,
@@ -419,10 +411,15 @@ mod tests {
             checkpoint_pages: 100,
             merge_threshold: 1000,
             accept_wal_loss: true,
-            ..Config::default()
         };
         assert_eq!(s.engine, want);
-        assert!(s.fixed_given);
+        let create = CreateOptions {
+            partitions: Some(16),
+            index: Some(IndexMode::Sqlite),
+            hash_seed: Some(7),
+            ..CreateOptions::default()
+        };
+        assert_eq!(s.create, create);
     }
 
     #[test]
@@ -447,8 +444,7 @@ mod tests {
         assert_eq!(s.engine.max_batch, 1, "the flag wins");
         assert_eq!(s.engine.synchronous, Synchronous::Off, "the file beats the default");
         assert_eq!(s.engine.transaction, TxMode::Deferred);
-        assert_eq!(s.engine.partitions, Config::default().partitions, "the default fills the rest");
-        assert!(!s.fixed_given);
+        assert_eq!(s.create, CreateOptions::default(), "the default fills the rest");
         assert_eq!(s.listen, "127.0.0.1:7000".parse().unwrap());
         assert_eq!(s.storage, Storage::Data(PathBuf::from("/from/file")));
         assert_eq!(s.server.auth_token.as_deref(), Some("flag"));
@@ -463,8 +459,7 @@ mod tests {
     fn fixed_settings_in_the_file_count_as_given() {
         let file = write_config("partitions = 4\n");
         let s = parse(&["--data", "d", "--config", file.path().to_str().unwrap()]).unwrap();
-        assert_eq!(s.engine.partitions, 4);
-        assert!(s.fixed_given);
+        assert_eq!(s.create, CreateOptions { partitions: Some(4), ..CreateOptions::default() });
     }
 
     #[test]
