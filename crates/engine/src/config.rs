@@ -11,6 +11,7 @@ use crate::{Error, Result};
 
 /// How records are found by key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum IndexMode {
     /// The compact hash index: ~8-10 bytes a record, one index page read per lookup.
@@ -24,6 +25,7 @@ pub enum IndexMode {
 
 /// SQLite's journal mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum JournalMode {
     /// Write-ahead log: readers never block the writer.
@@ -35,19 +37,21 @@ pub enum JournalMode {
 
 /// SQLite's `synchronous` setting: what an acknowledged write survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Synchronous {
-    /// fsync at every commit: an acknowledged write survives power loss.
+    /// An acknowledged write survives power loss: it is synced before it is acknowledged.
     #[default]
     Full,
-    /// In WAL mode, fsync only at checkpoints: survives a process crash, not power loss.
+    /// In WAL mode, synced only at checkpoints: survives a process crash, not power loss.
     Normal,
-    /// No fsync at all: for bulk loads and benchmarks of the ceiling only.
+    /// No sync at all: for bulk loads and benchmarks of the ceiling only.
     Off,
 }
 
 /// How the writer opens its transactions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum TxMode {
     /// `BEGIN IMMEDIATE`: take the write lock up front, so no upgrade can fail.
@@ -95,17 +99,27 @@ pub const MAX_PARTITIONS: u32 = 4096;
 /// ([`crate::Manifest`]). Each setting is optional. One that is given is what a new directory
 /// gets, and what an existing one must have been created with (opening refuses a difference,
 /// naming it); one that is not given is whatever an existing directory has, or the default
-/// for a new one.
+/// for a new one ([`CreateOptions::defaults`]).
+///
+/// Each field's doc line is also its `shardlite serve` flag's help; the field's name is its
+/// TOML key (and, with `-` for `_`, its flag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "cli", command(next_help_heading = "Engine"))]
 #[serde(deny_unknown_fields)]
 pub struct CreateOptions {
-    /// Partitions.
+    /// Partitions of a new data directory.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub partitions: Option<u32>,
-    /// How records are found by key.
+    /// Index mode of a new data directory.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub index: Option<IndexMode>,
-    /// Seed of the key hash.
+    /// Key hash seed of a new data directory.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub hash_seed: Option<u64>,
-    /// Fingerprint width, bits; below 32 only to force collisions in tests.
+    /// Fingerprint width of a new data directory, bits; below 32 only to force collisions in
+    /// tests (so a key of the file, not a flag).
+    #[cfg_attr(feature = "cli", arg(skip))]
     pub fingerprint_bits: Option<u8>,
 }
 
@@ -141,56 +155,87 @@ impl CreateOptions {
 }
 
 /// How a [`crate::Store`] runs: everything that may change from one open to the next.
+///
+/// Each field's doc line is also its `shardlite serve` flag's help; the field's name is its
+/// TOML key (and, with `-` for `_`, its flag: `transaction` is `--tx`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "cli", command(next_help_heading = "Engine"))]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// SQLite journal mode.
+    /// SQLite journal.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub journal: JournalMode,
-    /// What an acknowledged write survives (SQLite's `synchronous` levels; see
-    /// [`Config::uses_commit_log`] for how `full` is kept).
+    /// What an acknowledged write survives.
+    // `full` is kept by the commit log or by each commit's fsync: `Config::uses_commit_log`.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub synchronous: Synchronous,
-    /// With `synchronous = full` in WAL mode: make commits durable through the shared commit
-    /// log, one flush for a whole round of commits over any number of partitions
-    /// ([`crate::commitlog`]). Off: every partition's commit fsyncs its own WAL (kept to
-    /// measure the difference).
+    /// With synchronous=full: make commits durable with one flush of the shared commit log per
+    /// round of commits (true), or with an fsync of each partition's WAL (false).
+    // One flush for a whole round of commits over any number of partitions (`crate::commitlog`);
+    // off is kept to measure the difference.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "BOOL", action = clap::ArgAction::Set))]
     pub commit_log: bool,
-    /// Bytes preallocated for each segment of the commit log, MiB (a nearly full disk gets
-    /// smaller ones): fewer segment switches against more disk held.
+    /// MiB preallocated for each commit log segment.
+    // A nearly full disk gets smaller ones: fewer segment switches against more disk held.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub log_segment_mib: u64,
-    /// SQLite page size of new partitions, bytes (512..=65536, a power of two).
+    /// SQLite page size of new partitions, bytes.
+    // 512..=65536, a power of two; it takes effect only before a partition's first table.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub page_size: u32,
-    /// SQLite `mmap_size` per connection, bytes (0: no memory mapping).
+    /// SQLite mmap_size per connection, bytes.
+    // 0: no memory mapping.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub mmap_size: u64,
     /// SQLite page cache per connection, KiB.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub cache_size_kib: u32,
-    /// How the writer begins transactions.
+    /// Writer transactions.
+    #[cfg_attr(feature = "cli", arg(long = "tx"))]
     pub transaction: TxMode,
-    /// Largest value accepted, bytes.
+    /// Largest value, bytes.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub max_value: usize,
-    /// Writer threads; partition `p` belongs to thread `p % writer_threads`. Each commit with
-    /// `synchronous = full` waits for an fsync, and fsyncs of different files overlap well
-    /// (measured: 16 threads commit 5x more than 1 with 64 callers on 16 partitions), so
-    /// this is more threads than cores on purpose.
+    /// Group-commit writer threads.
+    // Partition `p` belongs to thread `p % writer_threads`. Each commit with `synchronous =
+    // full` waits for an fsync, and fsyncs of different files overlap well (measured: 16
+    // threads commit 5x more than 1 with 64 callers on 16 partitions), so this is more threads
+    // than cores on purpose.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub writer_threads: usize,
-    /// Requests each writer thread's queue holds before writes are refused as overloaded.
+    /// Jobs each writer queue (and the lookup queue) holds before answering 503.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub queue_capacity: usize,
-    /// Most requests committed in one transaction.
+    /// Most write requests per commit; 1 turns group commit off.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub max_batch: usize,
-    /// How long a writer waits for more requests after the first, microseconds (0: none).
+    /// How long a writer waits for more requests after the first, µs.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub max_linger_us: u64,
-    /// Threads serving [`crate::Store::submit_get`] (reads for callers that must not block).
+    /// Threads serving reads.
+    // They serve `Store::submit_get`: reads for callers that must not block.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub lookup_threads: usize,
-    /// RAM for recently read records, MiB (0: no cache): a read of a cached key is answered on
-    /// the caller's thread without touching SQLite ([`crate::cache`]).
+    /// RAM for recently read records, MiB; 0: no cache.
+    // A read of a cached key is answered on the caller's thread without touching SQLite
+    // (`crate::cache`).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub record_cache_mib: u64,
-    /// Read-only connections kept per partition, opened on demand.
+    /// Read-only SQLite connections per partition.
+    // Kept per partition, opened on demand.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub readers_per_partition: usize,
-    /// WAL pages after which the writer runs a passive checkpoint.
+    /// WAL pages after which a writer checkpoints.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub checkpoint_pages: u32,
-    /// Recent index entries (in RAM) after which a partition's index is merged into its file.
+    /// Index entries held in RAM before a merge into the index file.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub merge_threshold: usize,
-    /// Open even if a partition's write-ahead log is missing and commits were lost with it
-    /// (logged), serving what the database files hold; otherwise such an open is refused.
+    /// Open even though a partition's write-ahead log is missing and the commits in it are
+    /// lost (refused otherwise, saying so), serving what the database files hold.
+    // The loss is logged.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub accept_wal_loss: bool,
 }
 

@@ -24,7 +24,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the HTTP key-value API (SPEC §2) from a data directory until SIGTERM or Ctrl-C.
+    /// Serve the HTTP key-value API (docs/http-api.md) from a data directory until SIGTERM or Ctrl-C.
     Serve(Box<serve::ServeArgs>),
     /// Benchmark a server over HTTP: workloads, cost and latency (docs/bench.md). With no
     /// arguments: spawn a server, load 200,000 records, run every workload, print the table.
