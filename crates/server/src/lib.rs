@@ -17,11 +17,13 @@
 //! ```
 //!
 //! No handler runs SQLite or other blocking work on the async runtime's threads. Modules:
-//! [`backend`] (the storage trait and its SQLite implementation), [`postgres`] (the PostgreSQL
-//! one), [`server`] (accept loop, limits, shutdown), `service` (one request: route, auth, metrics),
-//! `kv`, `batch`, `stats` and `metrics` (the routes), `conditional` (If-Match and
+//! [`backend`] (the storage trait and its error), [`figures`] (what a backend reports),
+//! [`sqlite`] (the engine's backend), [`postgres`] (PostgreSQL's), [`server`] (accept loop,
+//! limits, shutdown), `service` (one request: route, auth, metrics), `state` (what handlers
+//! share), `kv`, `batch`, `stats` and `metrics` (the routes), `conditional` (If-Match and
 //! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
-//! status and JSON body), `auth`, `procinfo`, `response`, [`options`].
+//! status and JSON body), `auth`, `procinfo`, `response`, [`options`]. The backends import no
+//! handler: the handlers render what the backends return.
 
 mod auth;
 pub mod backend;
@@ -29,6 +31,7 @@ mod batch;
 mod body;
 mod conditional;
 pub mod error;
+pub mod figures;
 mod key;
 mod kv;
 mod metrics;
@@ -39,12 +42,16 @@ mod response;
 mod routes;
 pub mod server;
 mod service;
+pub mod sqlite;
+mod state;
 mod stats;
 
-pub use backend::{Backend, BackendError, SqliteBackend};
+pub use backend::{Backend, BackendError, BackendResult, BoxFuture};
 /// The `POST /batch` body decoder, exposed for the fuzz targets (`fuzz/`) only.
 #[doc(hidden)]
 pub use batch::decode_batch;
 pub use error::ApiError;
+pub use figures::Figures;
 pub use options::ServerOptions;
 pub use server::{run, run_store};
+pub use sqlite::SqliteBackend;

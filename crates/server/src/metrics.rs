@@ -1,15 +1,14 @@
 //! `/metrics` in the OpenMetrics text format (which Prometheus scrapes): request latency
 //! histograms per route, method and status (their `_count` is the request count), open
-//! connections, and, read from the store and `/proc` at each scrape, the engine's commits,
-//! requests per commit, durable commits, records, file sizes (WAL included), index merges,
-//! queue depth and the process's CPU time and I/O — or, on PostgreSQL, its own figures
-//! (`crate::postgres`).
+//! connections, and, from the backend's [`Figures`] and `/proc` at each scrape, the engine's
+//! commits, requests per commit, durable commits, records, file sizes (WAL included), index
+//! merges, queue depth and the process's CPU time and I/O — or, on PostgreSQL, its own figures.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet},
+    encoding::{text, DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet},
     metrics::{
         counter::ConstCounter,
         family::Family,
@@ -19,9 +18,12 @@ use prometheus_client::{
     },
     registry::Registry,
 };
-use shardlite_engine::{JournalMode, Store, Synchronous};
+use shardlite_engine::{JournalMode, Synchronous};
 
-use crate::{backend::Backend, procinfo::ProcessStats};
+use crate::{
+    figures::{Figures, PostgresFigures, SqliteFigures},
+    procinfo::ProcessStats,
+};
 
 /// The labels of a request's metrics.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -33,7 +35,7 @@ struct RequestLabels {
 
 type HistogramFamily = Family<RequestLabels, Histogram, fn() -> Histogram>;
 
-/// The server's metrics and the registry that renders them with the store's.
+/// The server's own metrics, kept between scrapes.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -41,9 +43,8 @@ pub struct Metrics {
     connections: Gauge,
 }
 
-impl Metrics {
-    /// Metrics for a server of `backend`.
-    pub fn new(backend: Arc<dyn Backend>) -> Self {
+impl Default for Metrics {
+    fn default() -> Self {
         let mut registry = Registry::default();
         // 50 µs .. 1.6 s: a cached GET is tens of µs, a durable commit a few ms.
         let requests: HistogramFamily =
@@ -55,10 +56,11 @@ impl Metrics {
         );
         let connections = Gauge::default();
         registry.register("shardlite_http_connections_open", "HTTP connections open now", connections.clone());
-        registry.register_collector(Box::new(BackendCollector { backend }));
         Self { registry, requests, connections }
     }
+}
 
+impl Metrics {
     /// Records one answered request.
     pub fn observe(&self, route: &'static str, method: &'static str, status: u16, elapsed: Duration) {
         self.requests.get_or_create(&RequestLabels { route, method, status }).observe(elapsed.as_secs_f64());
@@ -69,31 +71,35 @@ impl Metrics {
         &self.connections
     }
 
-    /// Renders every metric. Reads the store's files' sizes: call it off the async runtime.
-    pub fn render(&self) -> Result<String, std::fmt::Error> {
+    /// Renders every metric: the server's, the backend's `figures` (none if they could not be
+    /// had) and the process's, read now.
+    pub fn render(&self, figures: Option<Figures>) -> Result<String, std::fmt::Error> {
         let mut out = String::with_capacity(16 << 10);
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        text::encode_registry(&mut out, &self.registry)?;
+        let mut scrape = Registry::default();
+        scrape.register_collector(Box::new(Scrape { figures, process: ProcessStats::read() }));
+        text::encode_registry(&mut out, &scrape)?;
+        text::encode_eof(&mut out)?;
         Ok(out)
     }
 }
 
-/// Reads the backend's and the process's figures at each scrape, so nothing is counted twice.
+/// The figures of one scrape, so nothing is counted twice.
 #[derive(Debug)]
-struct BackendCollector {
-    backend: Arc<dyn Backend>,
+struct Scrape {
+    figures: Option<Figures>,
+    process: ProcessStats,
 }
 
-impl Collector for BackendCollector {
+impl Collector for Scrape {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        self.backend.encode_metrics(&mut enc)?;
-        let process = ProcessStats::read();
-        let cpu = ConstCounter::new(process.cpu_seconds());
-        cpu.encode(enc.encode_descriptor(
-            "process_cpu_seconds",
-            "User and system CPU time",
-            None,
-            cpu.metric_type(),
-        )?)?;
+        match &self.figures {
+            Some(Figures::Sqlite(figures)) => encode_sqlite(figures, &mut enc)?,
+            Some(Figures::Postgres(figures)) => encode_postgres(figures, &mut enc)?,
+            None => {}
+        }
+        let process = &self.process;
+        seconds(&mut enc, "process_cpu_seconds", "User and system CPU time", process.cpu_seconds())?;
         counter(
             &mut enc,
             "process_io_read_bytes",
@@ -112,11 +118,10 @@ impl Collector for BackendCollector {
     }
 }
 
-/// The SQLite store's figures: commits, requests per commit, durable commits, records, file
-/// sizes (WAL included), index merges, queue depth, record cache hits and misses. Reads file sizes: call it off the runtime.
-pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    let stats = store.stats();
-    let config = store.config();
+/// The engine's figures: commits, requests per commit, durable commits, records, file sizes
+/// (WAL included), index merges, queue depth, record cache hits and misses.
+fn encode_sqlite(figures: &SqliteFigures, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let (stats, config) = (&figures.stats, &figures.config);
     let sum = |figure| stats.sum(figure);
     let w = &stats.writers;
     gauge(enc, "shardlite_records", "Live records, all partitions", sum(|p| p.records))?;
@@ -168,13 +173,8 @@ pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), st
     if let Some(log) = &stats.log {
         counter(enc, "shardlite_log_records", "Records appended to the commit log", log.records)?;
         counter(enc, "shardlite_log_bytes", "Bytes appended to the commit log", log.bytes)?;
-        let seconds = ConstCounter::new(log.flush_nanos as f64 / 1e9);
-        seconds.encode(enc.encode_descriptor(
-            "shardlite_log_flush_seconds",
-            "Time spent writing and syncing the commit log",
-            None,
-            seconds.metric_type(),
-        )?)?;
+        let flushing = log.flush_nanos as f64 / 1e9;
+        seconds(enc, "shardlite_log_flush_seconds", "Time spent writing and syncing the commit log", flushing)?;
         counter(
             enc,
             "shardlite_log_segments_dropped",
@@ -183,13 +183,7 @@ pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), st
         )?;
     }
     counter(enc, "shardlite_commit_requests", "Write requests carried by those commits", w.requests)?;
-    let commit_seconds = ConstCounter::new(w.commit_nanos as f64 / 1e9);
-    commit_seconds.encode(enc.encode_descriptor(
-        "shardlite_commit_seconds",
-        "Time spent in write transactions",
-        None,
-        commit_seconds.metric_type(),
-    )?)?;
+    seconds(enc, "shardlite_commit_seconds", "Time spent in write transactions", w.commit_nanos as f64 / 1e9)?;
     let mut buckets: Vec<(f64, u64)> = w
         .batch_sizes
         .iter()
@@ -208,14 +202,49 @@ pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), st
     Ok(())
 }
 
+/// PostgreSQL's figures: `shardlite_records` and `shardlite_db_bytes` (the table, as for the
+/// engine), then `shardlite_pg_*` (the database, the server's WAL) and the pool's.
+fn encode_postgres(figures: &PostgresFigures, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let (t, db) = (&figures.table, &figures.database);
+    gauge(enc, "shardlite_records", "Live records: the table's n_live_tup (an estimate)", t.live.unsigned_abs())?;
+    gauge(enc, "shardlite_db_bytes", "Bytes of the table, its partitions and indexes", t.bytes.unsigned_abs())?;
+    gauge(enc, "shardlite_pg_database_bytes", "Bytes of the whole database", db.database_bytes.unsigned_abs())?;
+    for (name, help, value) in [
+        ("xact_commit", "Transactions committed in the database (pg_stat_database)", db.xact_commit),
+        ("xact_rollback", "Transactions rolled back in the database", db.xact_rollback),
+        ("blks_read", "Blocks the database read from the kernel (not in shared buffers)", db.blks_read),
+        ("blks_hit", "Blocks found in shared buffers", db.blks_hit),
+        ("tup_inserted", "Rows inserted in the database", db.tup_inserted),
+        ("tup_updated", "Rows updated in the database", db.tup_updated),
+        ("tup_deleted", "Rows deleted in the database", db.tup_deleted),
+    ] {
+        counter(enc, &format!("shardlite_pg_{name}"), help, value.unsigned_abs())?;
+    }
+    if let Some(w) = &figures.wal {
+        let records = w.wal_records.unsigned_abs();
+        counter(enc, "shardlite_pg_wal_records", "WAL records the server wrote (pg_stat_wal)", records)?;
+        counter(enc, "shardlite_pg_wal_bytes", "WAL bytes the server wrote", w.wal_bytes.unsigned_abs())?;
+        counter(enc, "shardlite_pg_wal_syncs", "WAL syncs to disk the server made", w.wal_sync.unsigned_abs())?;
+    }
+    let pool = &figures.pool;
+    gauge(enc, "shardlite_pg_pool_connections", "Connections open in the pool", pool.size as u64)?;
+    gauge(enc, "shardlite_pg_pool_waiting", "Requests waiting for a pooled connection", pool.waiting as u64)
+}
+
 /// Encodes one gauge of `value`.
-pub(crate) fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
     let metric = ConstGauge::new(value);
     metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
 /// Encodes one counter of `value` (its name gains `_total`).
-pub(crate) fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
+fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
+    let metric = ConstCounter::new(value);
+    metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+/// Encodes one counter of seconds (its name gains `_total`).
+fn seconds(enc: &mut DescriptorEncoder, name: &str, help: &str, value: f64) -> Result<(), std::fmt::Error> {
     let metric = ConstCounter::new(value);
     metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)
 }
