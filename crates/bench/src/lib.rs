@@ -12,8 +12,8 @@
 //!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
 //!   JSON), [`schema`] (the JSON schema and its validator), [`server_process`] (`--spawn`),
 //!   [`matrix`] (`bench matrix`: the SQLite configurations side by side, and PostgreSQL),
-//!   [`postgres`] (a throwaway PostgreSQL cluster, the benchmark's tables), [`preload`] (the
-//!   data set through `POST /batch`), [`html`] (`--html`: the report with inline SVG charts).
+//!   [`preload`] (the data set through `POST /batch`), [`html`] (`--html`: the report with
+//!   inline SVG charts). PostgreSQL's throwaway cluster is crate `shardlite-postgres`'s.
 
 pub mod cost;
 pub mod engine_bench;
@@ -21,7 +21,6 @@ pub mod html;
 pub mod http;
 pub mod keyspace;
 pub mod matrix;
-pub mod postgres;
 pub mod preload;
 pub mod recorder;
 pub mod report;

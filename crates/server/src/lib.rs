@@ -1,6 +1,6 @@
 //! shardlite's HTTP server: the key-value API of SPEC §2 (`/kv/{key}`, `/batch`, `/healthz`,
 //! `/stats`, `/metrics`) over a [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
-//! [`shardlite_engine::Store`]) or PostgreSQL ([`postgres::PgBackend`]). `docs/http-api.md` is
+//! [`shardlite_engine::Store`]) or PostgreSQL (`PgBackend`, crate `shardlite-postgres`). `docs/http-api.md` is
 //! the contract.
 //!
 //! ```text
@@ -18,7 +18,7 @@
 //!
 //! No handler runs SQLite or other blocking work on the async runtime's threads. Modules:
 //! [`backend`] (the storage trait and its error), [`figures`] (what a backend reports),
-//! [`sqlite`] (the engine's backend), [`postgres`] (PostgreSQL's), [`server`] (accept loop,
+//! [`sqlite`] (the engine's backend), [`server`] (accept loop,
 //! limits, shutdown), `service` (one request: route, auth, metrics), `state` (what handlers
 //! share), `kv`, `batch`, `stats` and `metrics` (the routes), `conditional` (If-Match and
 //! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
@@ -36,7 +36,6 @@ mod key;
 mod kv;
 mod metrics;
 pub mod options;
-pub mod postgres;
 mod procinfo;
 mod response;
 mod routes;

@@ -5,22 +5,30 @@
 //! `--spawn-postgres` (a throwaway cluster), one more row: `shardlite serve --backend` on a fresh
 //! table, loaded with the same records through `POST /batch`, measured the same way.
 
+#[cfg(feature = "postgres")]
 use std::{path::Path, time::Duration};
 
+#[cfg(feature = "postgres")]
 use shardlite_bench::{
     cost::{Local, ServerStats},
     http::Target,
-    matrix::{self, Config, Matrix, MatrixRow},
-    postgres::{self, Cluster},
     preload::{self, DataSet},
     report::{RunReport, ServerInfo},
     server_process::ServerProcess,
+};
+use shardlite_bench::{
+    matrix::{self, Config, Matrix, MatrixRow},
     workload::Workload,
 };
+#[cfg(feature = "postgres")]
+use shardlite_postgres::{cluster::BENCH_TUNING, Cluster};
 
-use super::{new_report, run_workloads, spawned, write_html, BenchArgs, Dist};
+#[cfg(feature = "postgres")]
+use super::run_workloads;
+use super::{new_report, spawned, write_html, BenchArgs, Dist};
 
 /// How long PostgreSQL's statistics may take to count the loaded records (`/stats` records).
+#[cfg(feature = "postgres")]
 const COUNT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Flags of `shardlite bench matrix`.
@@ -48,13 +56,16 @@ pub struct MatrixArgs {
     concurrency: Vec<usize>,
     /// Also measure PostgreSQL at this URL (postgres://USER[:PASSWORD]@HOST:PORT/DB) behind the
     /// same HTTP server (`serve --backend`), in a fresh table that is dropped afterwards.
+    #[cfg(feature = "postgres")]
     #[arg(long, value_name = "URL", conflicts_with = "spawn_postgres")]
     with_postgres: Option<String>,
     /// Also measure PostgreSQL on a throwaway cluster made from the system's binaries (initdb,
     /// pg_ctl), tuned for the benchmark and removed afterwards (docs/bench.md).
+    #[cfg(feature = "postgres")]
     #[arg(long)]
     spawn_postgres: bool,
     /// Connections of the PostgreSQL server's pool [default: one per core].
+    #[cfg(feature = "postgres")]
     #[arg(long)]
     pg_pool_size: Option<usize>,
     /// Measured seconds per run.
@@ -81,6 +92,7 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
     let workloads: Vec<Workload> =
         m.workloads.iter().map(|w| w.parse()).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     anyhow::ensure!(m.concurrency.iter().all(|&c| c > 0), "--concurrency must be positive");
+    #[cfg(feature = "postgres")]
     anyhow::ensure!(m.pg_pool_size != Some(0), "--pg-pool-size must be positive");
     anyhow::ensure!(
         m.records > 0 || !workloads.iter().any(|w| w.reads_existing()),
@@ -93,7 +105,9 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     // Started before anything is measured, stopped and removed when dropped (also on errors).
-    let cluster = if m.spawn_postgres { Some(Cluster::start(postgres::BENCH_TUNING)?) } else { None };
+    #[cfg(feature = "postgres")]
+    let cluster = if m.spawn_postgres { Some(Cluster::start(BENCH_TUNING)?) } else { None };
+    #[cfg(feature = "postgres")]
     let pg_url = m.with_postgres.clone().or_else(|| cluster.as_ref().map(|c| c.url.clone()));
     let (runs, rows) = runtime.block_on(async {
         let exe = std::env::current_exe()?;
@@ -116,6 +130,7 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
             }
             rows.push(MatrixRow::new(config, (first..runs.len()).collect()));
         }
+        #[cfg(feature = "postgres")]
         if let Some(url) = &pg_url {
             let first = runs.len();
             let pg_data = cluster.as_ref().map(Cluster::data);
@@ -124,6 +139,7 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
         }
         anyhow::Ok((runs, rows))
     })?;
+    #[cfg(feature = "postgres")]
     drop(cluster);
     let matrix = Matrix { workloads, concurrency: m.concurrency.clone(), configurations: rows };
     let mut report = new_report(m.threads, runs, None);
@@ -168,6 +184,7 @@ fn bench_args(m: &MatrixArgs, serve_args: &[String]) -> BenchArgs {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// The `serve` flags of the PostgreSQL row: `url`, a fresh `table`, the matrix's partitions, a
 /// pool of `--pg-pool-size` connections or one per core.
 fn postgres_serve_args(m: &MatrixArgs, url: &str, table: &str) -> Vec<String> {
@@ -181,6 +198,7 @@ fn postgres_serve_args(m: &MatrixArgs, url: &str, table: &str) -> Vec<String> {
         .collect()
 }
 
+#[cfg(feature = "postgres")]
 /// The PostgreSQL row: spawns `serve --backend url` on a fresh table, loads it through `POST
 /// /batch`, runs the workloads, stops the server and drops the table. Returns the server's
 /// flags as reported (no password). `data_dir`: the cluster's, if spawned (for its disk).
@@ -192,8 +210,8 @@ async fn measure_postgres(
     workloads: &[Workload],
     runs: &mut Vec<RunReport>,
 ) -> anyhow::Result<Vec<String>> {
-    let table = postgres::fresh_table();
-    let shown = postgres_serve_args(m, &shardlite_server::postgres::redact(url), &table);
+    let table = shardlite_postgres::fresh_table();
+    let shown = postgres_serve_args(m, &shardlite_postgres::redact(url), &table);
     eprintln!("configuration {}: {}", matrix::POSTGRES.1, shown.join(" "));
     let server = ServerProcess::start(exe, None, &postgres_serve_args(m, url, &table)).await?;
     let args = bench_args(m, &shown);
@@ -216,13 +234,14 @@ async fn measure_postgres(
     }
     .await;
     let stopped = server.stop();
-    let dropped = postgres::drop_table(url, &table).await;
+    let dropped = shardlite_postgres::drop_table(url, &table).await;
     measured?;
     stopped?;
     dropped?;
     Ok(shown)
 }
 
+#[cfg(feature = "postgres")]
 /// Waits until `/stats` counts `records` (PostgreSQL's statistics trail its commits a little),
 /// so that the first run's key space and fresh keys start from the loaded count.
 async fn wait_for_count(target: &Target, records: u64) -> anyhow::Result<()> {
@@ -240,7 +259,7 @@ async fn wait_for_count(target: &Target, records: u64) -> anyhow::Result<()> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "postgres"))]
 mod tests {
     use clap::Parser;
 

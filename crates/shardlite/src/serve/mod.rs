@@ -8,10 +8,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use shardlite_engine::Store;
-use shardlite_server::{
-    postgres::{PgBackend, PgOptions},
-    Backend, SqliteBackend,
-};
+#[cfg(feature = "postgres")]
+use shardlite_postgres::{PgBackend, PgOptions};
+use shardlite_server::{Backend, SqliteBackend};
 
 pub use settings::ServeArgs;
 use settings::{Settings, Storage};
@@ -27,6 +26,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     println!("listening on http://{}", listener.local_addr()?);
     let opened = match &settings.storage {
         Storage::Data(dir) => Opened::Store(Arc::new(open_store(dir, &settings)?)),
+        #[cfg(feature = "postgres")]
         Storage::Postgres { url, table, partitions, pool_size } => {
             let defaults = PgOptions::new(url.clone());
             Opened::Postgres(PgOptions {
@@ -47,6 +47,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let backend: Arc<dyn Backend> = match opened {
             Opened::Store(store) => Arc::new(SqliteBackend::new(store)),
+            #[cfg(feature = "postgres")]
             Opened::Postgres(options) => Arc::new(PgBackend::connect(options).await?),
         };
         shardlite_server::run(listener, backend, settings.server, shutdown_signal()).await?;
@@ -57,6 +58,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 /// What will serve the records: an open store, or what to connect to (inside the runtime).
 enum Opened {
     Store(Arc<Store>),
+    #[cfg(feature = "postgres")]
     Postgres(PgOptions),
 }
 

@@ -55,6 +55,7 @@ pub struct RuntimeOptions {
 }
 
 /// Serving from PostgreSQL instead of a data directory.
+#[cfg(feature = "postgres")]
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PgFlags {
@@ -62,7 +63,7 @@ pub struct PgFlags {
     /// Uses (and creates) the table `kv` (or --pg-table), hash-partitioned if --partitions is given.
     #[arg(long, value_name = "URL")]
     pub backend: Option<String>,
-    /// The PostgreSQL table (unless given: kv): lowercase letters, digits and _.
+    /// The PostgreSQL table: lowercase letters, digits and _.
     #[arg(long, value_name = "NAME")]
     pub pg_table: Option<String>,
     /// Connections of the PostgreSQL pool (unless given: one per CPU, at least 4).
@@ -97,7 +98,9 @@ impl FromArgMatches for ServeArgs {
 impl Args for ServeArgs {
     fn augment_args(cmd: Command) -> Command {
         let cmd = layer(cmd, &ServeOptions::default());
-        let cmd = layer(cmd, &PgFlags::default());
+        #[cfg(feature = "postgres")]
+        let cmd =
+            layer(cmd, &PgFlags { pg_table: Some(shardlite_postgres::DEFAULT_TABLE.into()), ..PgFlags::default() });
         let cmd = layer(cmd, &ConfigFile::default());
         let cmd = layer(cmd, &CreateOptions::defaults());
         let cmd = layer(cmd, &Config::default());
@@ -145,6 +148,7 @@ pub enum Storage {
     /// shardlite's engine in this data directory.
     Data(PathBuf),
     /// A PostgreSQL server (the data directory is not used).
+    #[cfg(feature = "postgres")]
     Postgres {
         /// `postgres://...`.
         url: String,
@@ -189,6 +193,7 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     let file = File::read(matches.get_one::<PathBuf>("config").cloned())?;
     file.refuse_unknown_keys()?;
     let serve: ServeOptions = file.layer(&matches)?;
+    #[cfg(feature = "postgres")]
     let pg: PgFlags = file.layer(&matches)?;
     let create: CreateOptions = file.layer(&matches)?;
     let engine: Config = file.layer(&matches)?;
@@ -198,7 +203,18 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     engine.validate()?;
     anyhow::ensure!(server.max_connections > 0, "max_connections must be at least 1");
     anyhow::ensure!(server.auth_token.as_deref() != Some(""), "auth_token must not be empty");
-    let storage = match (pg.backend, serve.data) {
+    #[cfg(feature = "postgres")]
+    let storage = storage(serve.data, pg, &create)?;
+    #[cfg(not(feature = "postgres"))]
+    let storage =
+        Storage::Data(serve.data.context("no data directory: pass --data DIR (or `data` in the config file)")?);
+    Ok(Settings { storage, listen: serve.listen, create, engine, server, worker_threads: runtime.worker_threads })
+}
+
+/// Where the records live: the data directory, or PostgreSQL's URL.
+#[cfg(feature = "postgres")]
+fn storage(data: Option<PathBuf>, pg: PgFlags, create: &CreateOptions) -> anyhow::Result<Storage> {
+    Ok(match (pg.backend, data) {
         (Some(_), Some(_)) => anyhow::bail!("give a data directory (--data) or a --backend URL, not both"),
         (Some(url), None) => {
             anyhow::ensure!(
@@ -216,8 +232,7 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         (None, None) => anyhow::bail!(
             "no data directory: pass --data DIR (or `data` in the config file), or --backend postgres://..."
         ),
-    };
-    Ok(Settings { storage, listen: serve.listen, create, engine, server, worker_threads: runtime.worker_threads })
+    })
 }
 
 /// The `--config` file: every key at the top level, each a field of one layer.
@@ -272,6 +287,7 @@ impl File {
 fn known_keys() -> Vec<&'static str> {
     [
         fields::<ServeOptions>(),
+        #[cfg(feature = "postgres")]
         fields::<PgFlags>(),
         fields::<CreateOptions>(),
         fields::<Config>(),
@@ -502,6 +518,7 @@ mod tests {
         assert_eq!(s.create, want);
     }
 
+    #[cfg(feature = "postgres")]
     #[test]
     fn a_postgres_backend_replaces_the_data_directory() {
         let url = "postgres://me@127.0.0.1:5432/db";

@@ -13,8 +13,9 @@
 use deadpool_postgres::GenericClient;
 use shardlite_engine::{Condition, Op, Outcome, Record, Version, Written};
 
-use super::db_error;
-use crate::backend::{BackendError, BackendResult};
+use shardlite_server::{BackendError, BackendResult};
+
+use crate::backend::db_error;
 
 /// The epoch of every version this backend gives.
 const EPOCH: u64 = 0;

@@ -12,10 +12,8 @@ use std::{
 };
 
 use shardlite_engine::{Config, CreateOptions, Store, Synchronous};
-use shardlite_server::{
-    postgres::{PgBackend, PgOptions},
-    Backend, ServerOptions, SqliteBackend,
-};
+use shardlite_postgres::{PgBackend, PgOptions};
+use shardlite_server::{Backend, ServerOptions, SqliteBackend};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -134,13 +132,7 @@ impl Drop for TestBackend {
         let (Some(table), Some(url)) = (self.table.take(), postgres_url()) else { return };
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-                let connection = tokio::spawn(connection);
-                client.batch_execute(&format!("DROP TABLE IF EXISTS {table} CASCADE")).await.unwrap();
-                drop(client);
-                let _ = connection.await;
-            });
+            runtime.block_on(shardlite_postgres::drop_table(&url, &table)).unwrap();
         });
         let _ = dropped.join();
     }

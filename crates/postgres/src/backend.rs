@@ -5,24 +5,26 @@
 //! many partitions (PostgreSQL routes each row; the SQL is the same). Single writes are
 //! autocommitted statements; a batch is one transaction, so unlike the SQLite engine it is
 //! atomic as a whole. Durability is the server's (`synchronous_commit`, `fsync`). PostgreSQL's
-//! own figures ([`figures`]) go to `/stats` and `/metrics` as typed [`PostgresFigures`]; its
-//! errors become [`BackendError`]s here.
-
-mod figures;
-mod sql;
+//! own figures ([`crate::views`]) go to `/stats` and `/metrics` as the server's typed
+//! [`PostgresFigures`]; its errors become the server's [`BackendError`]s here.
 
 use std::{str::FromStr, time::Duration};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use shardlite_engine::{Op, Outcome, Record, MAX_KEY_LEN};
+use shardlite_server::{
+    figures::{PoolFigures, PostgresFigures, PostgresSettings},
+    Backend, BackendError, BackendResult, BoxFuture, Figures,
+};
 use tokio_postgres::NoTls;
 
 use crate::{
-    backend::{Backend, BackendError, BackendResult, BoxFuture},
-    figures::{Figures, PoolFigures, PostgresFigures, PostgresSettings},
+    sql::{self, Statements},
+    views::Views,
 };
-use figures::Views;
-use sql::Statements;
+
+/// The table a backend uses unless told otherwise.
+pub const DEFAULT_TABLE: &str = "kv";
 
 /// How long a request waits for a pooled connection before answering 503.
 const POOL_WAIT: Duration = Duration::from_secs(5);
@@ -48,7 +50,7 @@ impl PgOptions {
         let cpus = std::thread::available_parallelism().map_or(4, usize::from);
         Self {
             url: url.into(),
-            table: "kv".to_owned(),
+            table: DEFAULT_TABLE.to_owned(),
             partitions: 1,
             pool_size: cpus.max(4),
             max_value: shardlite_engine::Config::default().max_value,
@@ -208,7 +210,7 @@ impl Backend for PgBackend {
 }
 
 /// A database error as the API reports it.
-fn db_error(err: tokio_postgres::Error) -> BackendError {
+pub(crate) fn db_error(err: tokio_postgres::Error) -> BackendError {
     if err.is_closed() {
         return BackendError::Unavailable(err.to_string());
     }

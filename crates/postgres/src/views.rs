@@ -5,11 +5,12 @@
 
 use deadpool_postgres::GenericClient;
 
-use super::db_error;
-use crate::{
-    backend::BackendResult,
+use shardlite_server::{
     figures::{DatabaseFigures, TableFigures, WalFigures},
+    BackendResult,
 };
+
+use crate::backend::db_error;
 
 /// One reading of the views.
 #[derive(Debug, Clone)]
