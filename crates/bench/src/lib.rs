@@ -1,6 +1,9 @@
-//! shardlite's load generators and reports.
+//! shardlite's load generators and reports, and every `bench` subcommand of the binary.
 //!
 //! Where things live:
+//! - The subcommands, flags to typed values to runs: [`command`] (`shardlite bench`),
+//!   [`matrix`] (`bench matrix`: the SQLite configurations side by side, and PostgreSQL with
+//!   the `postgres` feature), [`engine_bench::command`] (`bench-engine`).
 //! - [`keyspace`]: the deterministic keys and values every tool agrees on.
 //! - [`sysio`]: what a run cost from `/proc` (process and disk I/O), page-cache eviction.
 //! - [`engine_bench`]: the storage engine driven directly by caller threads, without HTTP.
@@ -11,10 +14,10 @@
 //!   measured window), [`recorder`] (HDR histograms, errors by kind, per-second timeline),
 //!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
 //!   JSON), [`schema`] (the JSON schema and its validator), [`server_process`] (`--spawn`),
-//!   [`matrix`] (`bench matrix`: the SQLite configurations side by side, and PostgreSQL),
 //!   [`preload`] (the data set through `POST /batch`), [`html`] (`--html`: the report with
 //!   inline SVG charts). PostgreSQL's throwaway cluster is crate `shardlite-postgres`'s.
 
+pub mod command;
 pub mod cost;
 pub mod engine_bench;
 pub mod html;
@@ -30,3 +33,6 @@ pub mod schema;
 pub mod server_process;
 pub mod sysio;
 pub mod workload;
+
+pub use command::BenchArgs;
+pub use engine_bench::command::BenchEngineArgs;

@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use crate::{
     cost::Cost,
-    matrix::Matrix,
     recorder::{Errors, Percentiles},
     runner::{RunOptions, RunResult},
+    workload::Workload,
 };
 
 /// The version of the JSON document's shape; bumped on any incompatible change.
@@ -29,6 +29,44 @@ pub struct Report {
     /// `bench matrix`: which runs measured which configuration (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matrix: Option<Matrix>,
+}
+
+/// The side-by-side result: which runs measured which configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Matrix {
+    /// The columns.
+    pub workloads: Vec<Workload>,
+    /// The connection counts each configuration ran at (a table row each).
+    pub concurrency: Vec<usize>,
+    /// The rows, in the order run.
+    pub configurations: Vec<MatrixRow>,
+}
+
+/// One configuration's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct MatrixRow {
+    /// The configuration's key (`--configs`), or `postgres`.
+    pub key: String,
+    /// The configuration's label, or `PostgreSQL`.
+    pub label: String,
+    /// `sqlite` (shardlite's engine) or `postgres`.
+    pub backend: String,
+    /// The data directory's index mode; `btree` (the primary key) for PostgreSQL.
+    pub index: String,
+    /// The server's flags.
+    pub serve_args: Vec<String>,
+    /// Indices into the report's `runs`.
+    pub runs: Vec<usize>,
+}
+
+impl MatrixRow {
+    /// This row's run of `workload` with `connections`, if there was one.
+    pub fn run<'a>(&self, report: &'a Report, workload: Workload, connections: usize) -> Option<&'a RunReport> {
+        self.runs
+            .iter()
+            .filter_map(|&i| report.runs.get(i))
+            .find(|r| r.options.workload == workload && r.options.schedule.connections() == connections)
+    }
 }
 
 /// The load generator itself.

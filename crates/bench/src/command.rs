@@ -2,21 +2,28 @@
 //! arguments it is the README's demonstration: spawn a server on a temporary directory, load
 //! 200,000 DB-A records, run every workload for a few seconds, then `insert` against a second
 //! spawned server with `--index none`, and print the table. `--url` measures any server that
-//! speaks `GET/PUT /kv/{key}` instead. `shardlite bench matrix` ([`matrix`]) runs the workloads
-//! under each SQLite configuration (and PostgreSQL) side by side.
+//! speaks `GET/PUT /kv/{key}` instead. `shardlite bench matrix` ([`crate::matrix`]) runs the
+//! workloads under each SQLite configuration (and PostgreSQL) side by side.
+//!
+//! The flags become typed values at once: [`Measure`] (how every workload is measured) and
+//! [`Spawn`] (a server to start); everything after works on those.
 
-mod matrix;
-
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use anyhow::Context;
+use shardlite_engine::{layout::Layout, CreateOptions, IndexMode};
 
-use shardlite_bench::{
+use crate::{
     cost::{Local, ServerStats},
     html,
     http::Target,
-    matrix::Matrix,
-    report::{self, Generator, Report, RunReport, ServerInfo},
+    matrix::MatrixArgs,
+    preload::DataSet,
+    report::{self, Generator, Matrix, Report, RunReport, ServerInfo},
     runner::{self, RunOptions},
     schedule::Schedule,
     server_process::{self, ServerProcess},
@@ -44,7 +51,7 @@ pub struct BenchArgs {
     #[arg(long)]
     load: Option<u64>,
     /// Spawned server: partitions of a new directory.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = CreateOptions::DEFAULT_PARTITIONS)]
     partitions: u32,
     /// Spawned server: one more `shardlite serve` flag, e.g. `--serve-arg=--synchronous=normal`.
     /// Repeatable.
@@ -65,10 +72,10 @@ pub struct BenchArgs {
     #[arg(long)]
     rate: Option<f64>,
     /// Measured seconds per run.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = Measure::default().duration.as_secs_f64())]
     duration: f64,
     /// Warm-up seconds before each run's measured window.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = Measure::default().warmup.as_secs_f64())]
     warmup: f64,
     /// Key choice for selects and updates.
     #[arg(long, value_enum, default_value = "uniform")]
@@ -77,29 +84,29 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0.99)]
     zipf_theta: f64,
     /// Percent of inserts in `mix`.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = Mix::default().insert_pct)]
     insert_pct: u8,
     /// Percent of updates in `mix` (the rest are selects).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = Mix::default().update_pct)]
     update_pct: u8,
     /// Key space `0..records` for selects and updates [default: the server's record count from
     /// `/stats`]. Needed with `--url` for a server without `/stats`.
     #[arg(long)]
     records: Option<u64>,
     /// Seed of the key space (as given to `shardlite load`).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = Measure::default().seed)]
     seed: u64,
     /// Key bytes.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = Measure::default().key_size)]
     key_size: usize,
     /// Value bytes of inserts and updates.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = Measure::default().value_size)]
     value_size: usize,
     /// Threads of the generator.
     #[arg(long, default_value_t = 2)]
     threads: usize,
     /// A request without an answer after this many ms is a timeout error.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = Measure::default().timeout.as_millis() as u64)]
     timeout_ms: u64,
     /// Print the report as JSON (schema: docs/bench.md).
     #[arg(long)]
@@ -115,7 +122,7 @@ enum BenchCommand {
     /// Run the workloads against a restarted server per SQLite configuration (rollback journal,
     /// WAL, + IMMEDIATE, + synchronous NORMAL, + mmap, group commit off, index modes), and
     /// PostgreSQL if asked (--with-postgres, --spawn-postgres), and print them side by side.
-    Matrix(matrix::MatrixArgs),
+    Matrix(MatrixArgs),
 }
 
 /// Key choice.
@@ -125,19 +132,95 @@ enum Dist {
     Zipfian,
 }
 
+/// How every workload of an invocation is measured, whatever the server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measure {
+    /// Connection counts: each workload runs at each.
+    pub concurrency: Vec<usize>,
+    /// Open loop at this many requests/s in all; `None`: closed loop.
+    pub rate: Option<f64>,
+    /// Requests before each measured window.
+    pub warmup: Duration,
+    /// Each measured window.
+    pub duration: Duration,
+    /// A request without an answer after this long is a timeout error.
+    pub timeout: Duration,
+    /// Proportions of `mix`.
+    pub mix: Mix,
+    /// Key choice for selects and updates.
+    pub dist: KeyDist,
+    /// Key space `0..records` for selects and updates; `None`: the server's record count.
+    pub records: Option<u64>,
+    /// Seed of the key space.
+    pub seed: u64,
+    /// Key bytes.
+    pub key_size: usize,
+    /// Value bytes of inserts and updates.
+    pub value_size: usize,
+}
+
+impl Default for Measure {
+    /// The demonstration's: 64 connections, closed loop, 1 s of warm-up and 5 s measured, the
+    /// note's mix, uniform keys, DB-A's 32-byte keys and values of key space 1.
+    fn default() -> Self {
+        Self {
+            concurrency: vec![64],
+            rate: None,
+            warmup: Duration::from_secs(1),
+            duration: Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
+            mix: Mix::default(),
+            dist: KeyDist::Uniform,
+            records: None,
+            seed: 1,
+            key_size: 32,
+            value_size: 32,
+        }
+    }
+}
+
+impl From<&BenchArgs> for Measure {
+    fn from(args: &BenchArgs) -> Self {
+        Self {
+            concurrency: args.concurrency.clone(),
+            rate: args.rate,
+            warmup: Duration::from_secs_f64(args.warmup),
+            duration: Duration::from_secs_f64(args.duration),
+            timeout: Duration::from_millis(args.timeout_ms),
+            mix: Mix { insert_pct: args.insert_pct, update_pct: args.update_pct },
+            dist: match args.dist {
+                Dist::Uniform => KeyDist::Uniform,
+                Dist::Zipfian => KeyDist::Zipfian { theta: args.zipf_theta },
+            },
+            records: args.records,
+            seed: args.seed,
+            key_size: args.key_size,
+            value_size: args.value_size,
+        }
+    }
+}
+
+/// A server to start on a data directory, loaded first.
+#[derive(Debug, Clone)]
+pub struct Spawn<'a> {
+    /// Its data directory.
+    pub dir: &'a Path,
+    /// Records to `shardlite load` into it first (0: none).
+    pub load: u64,
+    /// What a new directory is created with; an existing one keeps its own.
+    pub create: CreateOptions,
+    /// Its other `shardlite serve` flags.
+    pub serve_args: Vec<String>,
+}
+
 /// Runs `shardlite bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(BenchCommand::Matrix(m)) = &args.command {
-        return matrix::run(m);
+        return crate::matrix::run(m);
     }
     anyhow::ensure!(args.insert_pct as u16 + args.update_pct as u16 <= 100, "--insert-pct + --update-pct > 100");
     anyhow::ensure!(args.concurrency.iter().all(|&c| c > 0), "--concurrency must be positive");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads.max(1))
-        .thread_name("shardlite-bench")
-        .enable_all()
-        .build()?;
-    let report = runtime.block_on(run_all(args))?;
+    let report = runtime(args.threads)?.block_on(run_all(args))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -146,8 +229,17 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     write_html(&report, args.html.as_deref())
 }
 
+/// The generator's runtime, on `threads` threads.
+pub(crate) fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .thread_name("shardlite-bench")
+        .enable_all()
+        .build()
+}
+
 /// Writes the HTML report to `path`, if given.
-fn write_html(report: &Report, path: Option<&std::path::Path>) -> anyhow::Result<()> {
+pub(crate) fn write_html(report: &Report, path: Option<&Path>) -> anyhow::Result<()> {
     if let Some(path) = path {
         std::fs::write(path, html::render(report)).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
@@ -156,7 +248,7 @@ fn write_html(report: &Report, path: Option<&std::path::Path>) -> anyhow::Result
 }
 
 /// The report of `runs` made by this generator.
-fn new_report(threads: usize, runs: Vec<RunReport>, matrix: Option<Matrix>) -> Report {
+pub(crate) fn new_report(threads: usize, runs: Vec<RunReport>, matrix: Option<Matrix>) -> Report {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     Report {
         schema_version: report::SCHEMA_VERSION,
@@ -167,6 +259,7 @@ fn new_report(threads: usize, runs: Vec<RunReport>, matrix: Option<Matrix>) -> R
 }
 
 async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
+    let measure = Measure::from(args);
     let (no_index, indexed): (Vec<&str>, Vec<&str>) =
         args.workloads.iter().map(String::as_str).partition(|w| *w == INSERT_NO_INDEX);
     let indexed: Vec<Workload> =
@@ -187,56 +280,55 @@ async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
             serve_args: Vec::new(),
         };
         let local = Local { data_dir, pid: args.pid };
-        run_workloads(args, &target, &local, &server, &indexed, "", &mut runs).await?;
+        run_workloads(&measure, &target, &local, &server, &indexed, "", &mut runs).await?;
     } else {
-        let exe = std::env::current_exe()?;
         let temp = tempfile::tempdir()?;
+        let create = CreateOptions { partitions: Some(args.partitions), ..CreateOptions::default() };
         if !indexed.is_empty() {
             let dir = args.data.clone().unwrap_or_else(|| temp.path().join("hash"));
-            let fresh_dir = !dir.join("shardlite.toml").exists();
+            let fresh_dir = !Layout::new(&dir).manifest().exists();
             let load = args.load.unwrap_or(if fresh_dir { 200_000 } else { 0 });
-            spawned(args, &exe, &dir, load, &[], &indexed, "", &mut runs).await?;
+            let spawn = Spawn { dir: &dir, load, create, serve_args: args.serve_args.clone() };
+            spawned(&measure, &spawn, &indexed, "", &mut runs).await?;
         }
         if !no_index.is_empty() {
             let dir = temp.path().join("none");
-            let extra = ["--index".to_owned(), "none".to_owned()];
-            spawned(args, &exe, &dir, 0, &extra, &[Workload::Insert], " (index none)", &mut runs).await?;
+            let create = CreateOptions { index: Some(IndexMode::None), ..create };
+            let spawn = Spawn { dir: &dir, load: 0, create, serve_args: args.serve_args.clone() };
+            spawned(&measure, &spawn, &[Workload::Insert], " (index none)", &mut runs).await?;
         }
     }
     Ok(new_report(args.threads, runs, None))
 }
 
-/// Loads (if asked), spawns a server on `dir`, runs `workloads` against it, stops it.
-#[allow(clippy::too_many_arguments)] // one call site per kind of server; a struct would only rename them
-async fn spawned(
-    args: &BenchArgs,
-    exe: &std::path::Path,
-    dir: &std::path::Path,
-    load: u64,
-    extra: &[String],
+/// Loads (if asked), starts the server of `spawn`, runs `workloads` against it, stops it.
+pub(crate) async fn spawned(
+    measure: &Measure,
+    spawn: &Spawn<'_>,
     workloads: &[Workload],
     suffix: &str,
     runs: &mut Vec<RunReport>,
 ) -> anyhow::Result<()> {
-    let partitions = ["--partitions".to_owned(), args.partitions.to_string()];
-    if load > 0 {
-        eprintln!("loading {load} records into {}", dir.display());
-        let mut load_args: Vec<String> = partitions.to_vec();
-        load_args.extend(extra.iter().cloned());
-        load_args.extend(["--seed".to_owned(), args.seed.to_string()]);
-        load_args.extend(["--key-size".to_owned(), args.key_size.to_string()]);
-        load_args.extend(["--value-size".to_owned(), args.value_size.to_string()]);
-        server_process::load(exe, dir, load, &load_args)?;
+    let exe = std::env::current_exe()?;
+    let dir = spawn.dir;
+    if spawn.load > 0 {
+        eprintln!("loading {} records into {}", spawn.load, dir.display());
+        let data = DataSet {
+            records: spawn.load,
+            seed: measure.seed,
+            key_size: measure.key_size,
+            value_size: measure.value_size,
+        };
+        server_process::load(&exe, dir, &spawn.create, data)?;
     }
-    // A new directory gets our partition count and `extra`; an existing one keeps its own (the
-    // server refuses new-directory settings that differ from the directory's).
+    // A new directory gets our settings of a new directory; an existing one keeps its own (the
+    // server refuses ones that differ from the directory's).
     let mut serve_args = Vec::new();
-    if !dir.join("shardlite.toml").exists() {
-        serve_args.extend(partitions);
-        serve_args.extend(extra.iter().cloned());
+    if !Layout::new(dir).manifest().exists() {
+        serve_args.extend(server_process::create_args(&spawn.create));
     }
-    serve_args.extend(args.serve_args.iter().cloned());
-    let server = ServerProcess::start(exe, Some(dir), &serve_args).await?;
+    serve_args.extend(spawn.serve_args.iter().cloned());
+    let server = ServerProcess::start(&exe, Some(dir), &serve_args).await?;
     let target = Target::resolve(&server.url).await?;
     let info = ServerInfo {
         url: server.url.clone(),
@@ -245,7 +337,7 @@ async fn spawned(
         serve_args: serve_args.clone(),
     };
     let local = Local { data_dir: Some(dir.to_owned()), pid: Some(server.pid()) };
-    let result = run_workloads(args, &target, &local, &info, workloads, suffix, runs).await;
+    let result = run_workloads(measure, &target, &local, &info, workloads, suffix, runs).await;
     let stopped = server.stop();
     result?;
     stopped
@@ -253,8 +345,8 @@ async fn spawned(
 
 /// Each workload at each concurrency against one server. Inserts of later runs continue where
 /// earlier ones stopped.
-async fn run_workloads(
-    args: &BenchArgs,
+pub(crate) async fn run_workloads(
+    measure: &Measure,
     target: &Target,
     local: &Local,
     server: &ServerInfo,
@@ -264,9 +356,9 @@ async fn run_workloads(
 ) -> anyhow::Result<()> {
     let mut next_fresh = 0;
     for &workload in workloads {
-        for &connections in &args.concurrency {
+        for &connections in &measure.concurrency {
             let stats = ServerStats::fetch(target).await;
-            let records = match (args.records, stats) {
+            let records = match (measure.records, stats) {
                 (Some(r), _) => r,
                 (None, Some(s)) => s.records,
                 (None, None) if workload.reads_existing() => {
@@ -282,30 +374,28 @@ async fn run_workloads(
             let fresh = Arc::new(FreshKeys::starting_at(first_fresh));
             let opts = RunOptions {
                 workload,
-                mix: Mix { insert_pct: args.insert_pct, update_pct: args.update_pct },
-                dist: match args.dist {
-                    Dist::Uniform => KeyDist::Uniform,
-                    Dist::Zipfian => KeyDist::Zipfian { theta: args.zipf_theta },
-                },
-                schedule: match args.rate {
+                mix: measure.mix,
+                dist: measure.dist,
+                schedule: match measure.rate {
                     Some(rate) => Schedule::Open { connections, rate },
                     None => Schedule::Closed { connections },
                 },
-                warmup: Duration::from_secs_f64(args.warmup),
-                duration: Duration::from_secs_f64(args.duration),
-                timeout: Duration::from_millis(args.timeout_ms),
+                warmup: measure.warmup,
+                duration: measure.duration,
+                timeout: measure.timeout,
                 records,
-                seed: args.seed,
-                key_size: args.key_size,
-                value_size: args.value_size,
+                seed: measure.seed,
+                key_size: measure.key_size,
+                value_size: measure.value_size,
             };
             let mut name = format!("{workload}{suffix}");
-            if args.concurrency.len() > 1 {
+            if measure.concurrency.len() > 1 {
                 name.push_str(&format!(" c={connections}"));
             }
             eprintln!(
                 "running {name}: {connections} connections, {:.1} s + {:.1} s warm-up",
-                args.duration, args.warmup
+                measure.duration.as_secs_f64(),
+                measure.warmup.as_secs_f64()
             );
             let result = runner::run(target, local, &opts, &fresh).await;
             next_fresh = fresh.next();
@@ -345,6 +435,8 @@ mod tests {
         assert_eq!(a.workloads, ["noop", "select", "update", "insert", "mix", "insert-noindex"]);
         assert!(a.url.is_none() && a.rate.is_none() && a.load.is_none());
         assert_eq!((a.concurrency.as_slice(), a.duration, a.warmup), (&[64][..], 5.0, 1.0));
+        assert_eq!(Measure::from(&a), Measure::default(), "the flags' defaults are the demonstration's");
+        assert_eq!(a.partitions, 256, "measured at serve's default partition count");
         let a =
             Cli::parse_from(["bench", "--concurrency", "1,2,4", "--serve-arg=--synchronous=normal", "--rate", "100"])
                 .bench;

@@ -4,8 +4,9 @@
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context;
-use shardlite_bench::engine_bench;
 use shardlite_engine::{Config, IndexMode, Synchronous};
+
+use crate::engine_bench;
 
 /// Flags of `shardlite bench-engine`.
 #[derive(Debug, clap::Args)]

@@ -5,7 +5,10 @@
 //! with the measured ones, index merged: the steady state), then for each caller count run
 //! `insert` (fresh keys), `update` and `get` (uniformly random existing keys) for a fixed time.
 //! Each phase reports operations/s, latency percentiles, errors, and what it cost: bytes and
-//! requests read from the disk per operation, bytes written per operation.
+//! requests read from the disk per operation, bytes written per operation. `shardlite
+//! bench-engine` is [`command`].
+
+pub mod command;
 
 use std::{
     path::{Path, PathBuf},
