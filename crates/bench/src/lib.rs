@@ -5,7 +5,6 @@
 //!   [`matrix`] (`bench matrix`: the SQLite configurations side by side, and PostgreSQL with
 //!   the `postgres` feature), [`engine_bench::command`] (`bench-engine`).
 //! - [`keyspace`]: the deterministic keys and values every tool agrees on.
-//! - [`sysio`]: what a run cost from `/proc` (process and disk I/O), page-cache eviction.
 //! - [`engine_bench`]: the storage engine driven directly by caller threads, without HTTP.
 //! - The HTTP load generator (`shardlite bench`, see `docs/bench.md`):
 //!   [`workload`] (what each request is: workloads, key choice, fresh insert keys),
@@ -15,7 +14,8 @@
 //!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
 //!   JSON), [`schema`] (the JSON schema and its validator), [`server_process`] (`--spawn`),
 //!   [`preload`] (the data set through `POST /batch`), [`html`] (`--html`: the report with
-//!   inline SVG charts). PostgreSQL's throwaway cluster is crate `shardlite-postgres`'s.
+//!   inline SVG charts). PostgreSQL's throwaway cluster is crate `shardlite-postgres`'s; what
+//!   a process, the machine and a disk cost (`/proc`) is read by crate `shardlite-proc`.
 
 pub mod command;
 pub mod cost;
@@ -31,7 +31,6 @@ pub mod runner;
 pub mod schedule;
 pub mod schema;
 pub mod server_process;
-pub mod sysio;
 pub mod workload;
 
 pub use command::BenchArgs;

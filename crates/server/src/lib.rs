@@ -22,7 +22,8 @@
 //! limits, shutdown), `service` (one request: route, auth, metrics), `state` (what handlers
 //! share), `kv`, `batch`, `stats` and `metrics` (the routes), `conditional` (If-Match and
 //! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
-//! status and JSON body), `auth`, `procinfo`, `response`, [`options`]. The backends import no
+//! status and JSON body), `auth`, `response`, [`options`]; the process's figures come from crate
+//! `shardlite-proc`. The backends import no
 //! handler: the handlers render what the backends return.
 
 mod auth;
@@ -36,7 +37,6 @@ mod key;
 mod kv;
 mod metrics;
 pub mod options;
-mod procinfo;
 mod response;
 mod routes;
 pub mod server;

@@ -20,10 +20,9 @@ use prometheus_client::{
 };
 use shardlite_engine::{JournalMode, Synchronous};
 
-use crate::{
-    figures::{Figures, PostgresFigures, SqliteFigures},
-    procinfo::ProcessStats,
-};
+use shardlite_proc::ProcessStats;
+
+use crate::figures::{Figures, PostgresFigures, SqliteFigures};
 
 /// The labels of a request's metrics.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]

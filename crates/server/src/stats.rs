@@ -9,12 +9,12 @@ use std::sync::Arc;
 use hyper::StatusCode;
 use serde::Serialize;
 use shardlite_engine::{Config, CreateOptions, StoreStats};
+use shardlite_proc::ProcessStats;
 
 use crate::{
     error::ApiError,
     figures::{DatabaseFigures, Figures, PoolFigures, PostgresFigures, PostgresSettings, TableFigures, WalFigures},
     options::ServerOptions,
-    procinfo::ProcessStats,
     response::{self, Response},
     state::State,
 };

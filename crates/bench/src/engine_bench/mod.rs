@@ -19,11 +19,9 @@ use std::{
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use shardlite_engine::{Condition, Config, CreateOptions, IndexMode, Op, Store, Synchronous};
+use shardlite_proc::{DiskStats, ProcessStats};
 
-use crate::{
-    keyspace,
-    sysio::{self, DiskStats, ProcIo},
-};
+use crate::keyspace;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -154,7 +152,7 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec
         for &callers in &opts.callers {
             for &phase in phase_names(mode) {
                 if phase == "get" && opts.evict_before_get {
-                    sysio::evict_page_cache(&dir)?;
+                    shardlite_proc::evict_page_cache(&dir)?;
                 }
                 progress(&format!("{mode}: {phase} with {callers} callers"));
                 let result = run_phase(&store, &dir, mode, phase, callers, opts, &next_insert);
@@ -239,7 +237,7 @@ fn run_phase(
     opts: &Options,
     next_insert: &AtomicU64,
 ) -> Phase {
-    let (io0, disk0, cpu0) = (ProcIo::of_self(), DiskStats::for_path(dir), sysio::cpu_seconds());
+    let (process0, disk0) = (ProcessStats::read(), DiskStats::for_path(dir));
     let started = Instant::now();
     let deadline = started + opts.phase;
     let results: Vec<(Histogram<u64>, u64)> = std::thread::scope(|s| {
@@ -282,9 +280,9 @@ fn run_phase(
         threads.into_iter().map(|t| t.join().expect("caller thread panicked")).collect()
     });
     let elapsed = started.elapsed().as_secs_f64();
-    let io = ProcIo::of_self().since(&io0);
+    let process = ProcessStats::read().since(&process0);
     let disk = DiskStats::for_path(dir).since(&disk0);
-    let cpu = sysio::cpu_seconds() - cpu0;
+    let cpu = process.cpu_seconds();
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
     let mut errors = 0;
     for (h, e) in &results {
@@ -305,8 +303,8 @@ fn run_phase(
         p999_us: hist.value_at_quantile(0.999),
         max_us: hist.max(),
         disk_reads_per_op: per_op(disk.reads),
-        read_bytes_per_op: per_op(io.read_bytes),
-        write_bytes_per_op: per_op(io.write_bytes),
+        read_bytes_per_op: per_op(process.read_bytes),
+        write_bytes_per_op: per_op(process.write_bytes),
         cpu_busy: cpu / elapsed,
     }
 }

@@ -120,7 +120,7 @@ impl Drop for Server {
 
 /// `VmRSS` of `/proc/<pid>/status` in KiB (as the benchmark reads it); `None` if the process is gone.
 pub fn rss_kib(pid: u32) -> Option<u64> {
-    shardlite_bench::cost::rss_bytes(pid).map(|bytes| bytes / 1024)
+    shardlite_proc::rss_bytes(pid).map(|bytes| bytes / 1024)
 }
 
 /// An HTTP client that ignores proxy settings and gives up on a request after 30 s.
