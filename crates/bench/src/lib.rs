@@ -12,7 +12,7 @@
 //!   [`http`] (the hyper keep-alive connection), [`runner`] (one run: connections, warm-up,
 //!   measured window), [`recorder`] (HDR histograms, errors by kind, per-second timeline),
 //!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
-//!   JSON), [`schema`] (the JSON schema and its validator), [`server_process`] (`--spawn`),
+//!   JSON, and the JSON's published schema), [`server_process`] (`--spawn`),
 //!   [`preload`] (the data set through `POST /batch`), [`html`] (`--html`: the report with
 //!   inline SVG charts). PostgreSQL's throwaway cluster is crate `shardlite-postgres`'s; what
 //!   a process, the machine and a disk cost (`/proc`) is read by crate `shardlite-proc`.
@@ -29,7 +29,6 @@ pub mod recorder;
 pub mod report;
 pub mod runner;
 pub mod schedule;
-pub mod schema;
 pub mod server_process;
 pub mod workload;
 

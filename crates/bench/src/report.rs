@@ -17,6 +17,10 @@ use crate::{
 /// The version of the JSON document's shape; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The JSON Schema (2020-12) of the JSON document, `report.schema.json`: published in
+/// `docs/bench.md`, and what the tests check every report they make against.
+pub const SCHEMA: &str = include_str!("report.schema.json");
+
 /// A whole `shardlite bench` invocation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -317,6 +321,52 @@ fn schedule_text(o: &RunOptions) -> String {
         crate::schedule::Schedule::Closed { connections } => format!("closed loop, {connections} connections"),
         crate::schedule::Schedule::Open { connections, rate } => {
             format!("open loop at {rate:.0} req/s, {connections} connections")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    /// Every way `doc` breaks [`SCHEMA`], as `path: problem` lines.
+    fn problems(doc: &Value) -> String {
+        let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        validator.iter_errors(doc).map(|e| format!("{}: {e}\n", e.instance_path())).collect()
+    }
+
+    #[test]
+    fn the_schema_parses_and_rejects_what_it_should() {
+        let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+        assert_eq!(schema["properties"]["schema_version"]["enum"][0], SCHEMA_VERSION);
+        let generator = json!({"version": "x", "threads": 2, "cores": 2});
+        assert_eq!(problems(&json!({"schema_version": 1, "generator": generator, "runs": []})), "");
+        let matrix = json!({"workloads": ["insert"], "configurations": [
+            {"key": "wal", "label": "WAL", "index": "hash", "serve_args": ["--journal", "wal"], "runs": []}
+        ]});
+        assert_eq!(problems(&json!({"schema_version": 1, "generator": generator, "runs": [], "matrix": matrix})), "");
+        let bad_matrix = json!({"workloads": ["scan"], "configurations": [{"key": "wal", "index": "lsm"}]});
+        let text = problems(&json!({"schema_version": 1, "generator": generator, "runs": [], "matrix": bad_matrix}));
+        for expected in [
+            "/matrix/workloads/0: \"scan\" is not one of",
+            "/matrix/configurations/0: \"runs\" is a required property",
+            "/matrix/configurations/0/index: \"lsm\" is not one of",
+        ] {
+            assert!(text.contains(expected), "{expected} not in\n{text}");
+        }
+        let text =
+            problems(&json!({"schema_version": 2, "generator": {"version": 1, "threads": 2}, "runs": [{}], "x": 0}));
+        for expected in [
+            "/schema_version: 2 is not one of",
+            "/generator/version: 1 is not of type",
+            "/generator: \"cores\" is a required property",
+            "/runs/0: \"name\" is a required property",
+            ": Additional properties are not allowed ('x' was unexpected)",
+        ] {
+            assert!(text.contains(expected), "{expected} not in\n{text}");
         }
     }
 }

@@ -156,3 +156,10 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// Every way `report` breaks the published schema of `shardlite bench --json`, a line each.
+pub fn schema_problems(report: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value = serde_json::from_str(shardlite_bench::report::SCHEMA).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    validator.iter_errors(report).map(|e| format!("{}: {e}", e.instance_path())).collect()
+}
