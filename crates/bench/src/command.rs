@@ -286,7 +286,7 @@ async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
         let create = CreateOptions { partitions: Some(args.partitions), ..CreateOptions::default() };
         if !indexed.is_empty() {
             let dir = args.data.clone().unwrap_or_else(|| temp.path().join("hash"));
-            let fresh_dir = !Layout::new(&dir).manifest().exists();
+            let fresh_dir = !Layout::new(&dir).exists();
             let load = args.load.unwrap_or(if fresh_dir { 200_000 } else { 0 });
             let spawn = Spawn { dir: &dir, load, create, serve_args: args.serve_args.clone() };
             spawned(&measure, &spawn, &indexed, "", &mut runs).await?;
@@ -324,7 +324,7 @@ pub(crate) async fn spawned(
     // A new directory gets our settings of a new directory; an existing one keeps its own (the
     // server refuses ones that differ from the directory's).
     let mut serve_args = Vec::new();
-    if !Layout::new(dir).manifest().exists() {
+    if !Layout::new(dir).exists() {
         serve_args.extend(server_process::create_args(&spawn.create));
     }
     serve_args.extend(spawn.serve_args.iter().cloned());

@@ -168,7 +168,7 @@ pub fn load(
 fn open_manifest(layout: &Layout, create: &CreateOptions, config: &Config) -> Result<Manifest> {
     create.validate()?;
     config.validate()?;
-    if layout.manifest().exists() {
+    if layout.exists() {
         let manifest = Manifest::read(&layout.manifest())?;
         manifest.check_matches(create, &layout.manifest())?;
         return Ok(manifest);

@@ -1,4 +1,4 @@
-//! The manifest `shardlite.toml`: what a data directory is, fixed when it is created, and its
+//! The manifest ([`layout::MANIFEST`]): what a data directory is, fixed when it is created, and its
 //! epoch.
 //!
 //! A TOML file whose last line is `checksum = "<crc32c of every byte before that line>"`, so a
@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn round_trips_and_detects_damage() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shardlite.toml");
+        let path = layout::Layout::new(dir.path()).manifest();
         let m = Manifest::new(&CreateOptions::default());
         m.write(&path).unwrap();
         assert_eq!(Manifest::read(&path).unwrap(), m);
@@ -172,7 +172,7 @@ mod tests {
     #[test]
     fn a_format_1_manifest_reads_without_an_epoch_and_epochs_only_grow() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shardlite.toml");
+        let path = layout::Layout::new(dir.path()).manifest();
         let body = "format_version = 1\npartitions = 4\nhash_seed = 9\nindex = \"hash\"\nfingerprint_bits = 32\n";
         std::fs::write(&path, format!("{body}checksum = \"{:08x}\"\n", crc32c::crc32c(body.as_bytes()))).unwrap();
         let mut m = Manifest::read(&path).unwrap();
@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn refuses_a_newer_format_and_a_mismatch() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shardlite.toml");
+        let path = layout::Layout::new(dir.path()).manifest();
         let newer = Manifest { format_version: FORMAT_VERSION + 1, ..Manifest::new(&CreateOptions::default()) };
         newer.write(&path).unwrap();
         let err = Manifest::read(&path).unwrap_err().to_string();

@@ -152,7 +152,7 @@ impl Store {
     /// opens it with `config`.
     pub fn create(dir: impl AsRef<Path>, create: CreateOptions, config: Config) -> Result<Self> {
         let layout = Layout::new(dir.as_ref());
-        if layout.manifest().exists() {
+        if layout.exists() {
             return Err(Error::Manifest {
                 path: layout.manifest(),
                 message: "a data directory already exists here; open it instead".into(),
@@ -175,7 +175,7 @@ impl Store {
         create.validate()?;
         config.validate()?;
         let layout = Layout::new(dir.as_ref());
-        let manifest = if layout.manifest().exists() {
+        let manifest = if layout.exists() {
             let manifest = Manifest::read(&layout.manifest())?;
             manifest.check_matches(&create, &layout.manifest())?;
             manifest

@@ -109,11 +109,11 @@ fn an_index_ahead_of_sqlite_is_rebuilt() {
 fn a_damaged_manifest_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     drop(Store::create(dir.path(), common::partitions(2), config()).unwrap());
-    let path = dir.path().join("shardlite.toml");
+    let path = shardlite_engine::layout::Layout::new(dir.path()).manifest();
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replace("index = \"hash\"", "index = \"none\"")).unwrap();
     let err = Store::open(dir.path(), config()).unwrap_err().to_string();
-    assert!(err.contains("shardlite.toml") && err.contains("checksum mismatch"), "{err}");
+    assert!(err.contains(shardlite_engine::layout::MANIFEST) && err.contains("checksum mismatch"), "{err}");
     std::fs::write(&path, "garbage").unwrap();
     let err = Store::open(dir.path(), config()).unwrap_err().to_string();
     assert!(err.contains("no checksum line"), "{err}");

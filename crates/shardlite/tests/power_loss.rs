@@ -50,7 +50,10 @@ use powercut::{
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use shardlite_engine::{layout::Layout, Config, KeyHasher, Manifest, Store};
+use shardlite_engine::{
+    layout::{Layout, MANIFEST},
+    Config, KeyHasher, Manifest, Store,
+};
 
 const TASKS: usize = 6;
 const KEYS_PER_TASK: usize = 24;
@@ -276,7 +279,7 @@ async fn run(synchronous: &'static str) -> Option<Report> {
         };
         disk.advance_to(t);
         let files = disk.crash(&mut rng, survival);
-        let before_creation = !files.contains_key("shardlite.toml");
+        let before_creation = !files.contains_key(MANIFEST);
         let (judged, failures) = cut(&files, &keys, t, &root.join(format!("cut-{i:03}")));
         report.cuts.push(Cut { t, survival, before_creation, judged, failures: failures.len() });
         report.failures.extend(failures.into_iter().map(|f| (i, f)));
@@ -350,7 +353,7 @@ fn assert_only_shm_is_mapped(pid: u32, data: &Path) {
 /// next start creates one): every key must then be absent, which holds if none was
 /// acknowledged.
 fn cut(files: &BTreeMap<String, Vec<u8>>, keys: &[KeyHistory], t: u64, dir: &Path) -> (Judged, Vec<Failure>) {
-    if !files.contains_key("shardlite.toml") {
+    if !files.contains_key(MANIFEST) {
         return history::judge(keys, t, |_| None);
     }
     let (checked, opened) = (dir.join("checked"), dir.join("opened"));

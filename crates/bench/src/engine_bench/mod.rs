@@ -18,7 +18,7 @@ use std::{
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use shardlite_engine::{Condition, Config, CreateOptions, IndexMode, Op, Store, Synchronous};
+use shardlite_engine::{layout::Layout, Condition, Config, CreateOptions, IndexMode, Op, Store, Synchronous};
 use shardlite_proc::{DiskStats, ProcessStats};
 
 use crate::keyspace;
@@ -134,7 +134,7 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec
         let dir = base.join(mode.as_str());
         let create = CreateOptions { partitions: Some(opts.partitions), index: Some(mode), ..CreateOptions::default() };
         let config = opts.config.clone();
-        let preload_per_sec = if dir.join("shardlite.toml").exists() {
+        let preload_per_sec = if Layout::new(&dir).exists() {
             progress(&format!("{mode}: reusing {}", dir.display()));
             0.0
         } else {
