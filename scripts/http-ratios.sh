@@ -7,14 +7,14 @@
 # (scripts/wrk/healthz.lua), whose client cost per request equals theirs.
 #
 # usage: scripts/http-ratios.sh [serve flags...]     e.g. --record-cache-mib 0, --max-batch 1
-#   env: RECORDS (200000), ROUNDS (3), DURATION (10, seconds per run), PARTITIONS (16), DIR (temporary),
+#   env: RECORDS (200000), ROUNDS (3), DURATION (10, seconds per run), PARTITIONS (256), DIR (temporary),
 #   WARMUP (5: seconds of GETs, not measured, before the measured GETs: the record cache fills)
 # Needs: wrk, curl, python3 with xxhash (scripts/keys.py), a release build
 # (cargo build --release -p shardlite). Only 127.0.0.1; every run stops by itself.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../target/release/shardlite
-records=${RECORDS:-200000} rounds=${ROUNDS:-3} secs=${DURATION:-10} parts=${PARTITIONS:-16}
+records=${RECORDS:-200000} rounds=${ROUNDS:-3} secs=${DURATION:-10} parts=${PARTITIONS:-256}
 dir=${DIR:-$(mktemp -d /tmp/shardlite-ratios.XXXXXX)}
 port=18998
 keys=$dir.keys
