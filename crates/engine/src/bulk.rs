@@ -189,8 +189,7 @@ fn open_part(
 ) -> Result<Part> {
     let conn = sql::open_writer(&layout.db(p), config, manifest.index)?;
     let loaded_to = check_dataset(&conn, dataset, &layout.db(p))?;
-    let Recovered { next_id, records, index, applied, lost } =
-        recover(&conn, layout, p, config, manifest, manifest.hasher(), log)?;
+    let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, p, config, manifest, log)?;
     Ok(Part { id: p, conn, index, next_id, records, loaded_to, entries: Vec::new(), applied, lost })
 }
 

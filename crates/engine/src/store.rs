@@ -196,7 +196,7 @@ impl Store {
         let created = manifest.clone();
         let Opened { lock, parts, log } =
             open_directory(&layout, &config, &mut manifest, config.uses_commit_log(), threads, |p, log| {
-                let (partition, writer, lost) = Partition::open(&layout, p, &config, &created, hasher, log)?;
+                let (partition, writer, lost) = Partition::open(&layout, p, &config, &created, log)?;
                 let applied = partition.applied.load(Ordering::Relaxed);
                 Ok(((partition, writer), applied, lost))
             })?;

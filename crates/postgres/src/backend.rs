@@ -117,7 +117,7 @@ impl PgBackend {
     fn check(&self, op: &Op) -> BackendResult<()> {
         let len = op.key().len();
         if len == 0 || len > MAX_KEY_LEN {
-            return Err(BackendError::InvalidKey { len, max: MAX_KEY_LEN });
+            return Err(BackendError::InvalidKey { len });
         }
         match op {
             Op::Put { value, .. } if value.len() > self.options.max_value => {

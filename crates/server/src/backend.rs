@@ -8,7 +8,7 @@
 
 use std::{future::Future, pin::Pin};
 
-use shardlite_engine::{Op, Outcome, Record, Version};
+use shardlite_engine::{Op, Outcome, Record, Version, MAX_KEY_LEN};
 
 use crate::figures::Figures;
 
@@ -21,13 +21,20 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BackendError {
-    /// The key is empty or longer than the longest key.
-    #[error("key length {len} is outside 1..={max} bytes")]
+    /// A condition did not hold: the answer a compare-and-set gets when it lost.
+    #[error("{}", condition_failed(current))]
+    ConditionFailed {
+        /// The record's version when the condition was evaluated (`None`: no record).
+        current: Option<Version>,
+    },
+    /// No record has the key, and the operation needs one.
+    #[error("key not found")]
+    NotFound,
+    /// The key is empty or longer than [`MAX_KEY_LEN`].
+    #[error("key length {len} is outside 1..={MAX_KEY_LEN} bytes")]
     InvalidKey {
         /// Length of the key.
         len: usize,
-        /// The longest key, bytes.
-        max: usize,
     },
     /// The value is longer than [`Backend::max_value`].
     #[error("value length {len} exceeds the maximum of {max} bytes")]
@@ -36,15 +43,6 @@ pub enum BackendError {
         len: usize,
         /// The largest value, bytes.
         max: usize,
-    },
-    /// The key does not exist and the operation requires it to.
-    #[error("key not found")]
-    NotFound,
-    /// A condition did not hold.
-    #[error("{}", condition_failed(current))]
-    ConditionFailed {
-        /// The record's version when the condition was evaluated (`None`: no record).
-        current: Option<Version>,
     },
     /// The storage does not serve this operation (an append-only directory).
     #[error("{0}")]

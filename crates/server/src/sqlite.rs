@@ -77,7 +77,7 @@ impl Backend for SqliteBackend {
 impl From<EngineError> for BackendError {
     fn from(err: EngineError) -> Self {
         match err {
-            EngineError::InvalidKey { len, max } => Self::InvalidKey { len, max },
+            EngineError::InvalidKey { len, .. } => Self::InvalidKey { len },
             EngineError::ValueTooLarge { len, max } => Self::ValueTooLarge { len, max },
             EngineError::NotFound => Self::NotFound,
             EngineError::ConditionFailed { current } => Self::ConditionFailed { current },

@@ -98,17 +98,15 @@ impl Partition {
         id: u32,
         config: &Config,
         manifest: &Manifest,
-        hasher: KeyHasher,
         log: PartitionLog<'_>,
     ) -> Result<(Arc<Self>, writer::PartitionWriter, bool)> {
-        let db_path = layout.db(id);
+        let (db_path, hasher) = (layout.db(id), manifest.hasher());
         let mut conn = sql::open_writer(&db_path, config, manifest.index)?;
         let wal_pages = Arc::new(AtomicU32::new(0));
         if config.journal == crate::JournalMode::Wal {
             sql::watch_wal(&mut conn, Arc::clone(&wal_pages))?;
         }
-        let Recovered { next_id, records, index, applied, lost } =
-            recover(&conn, layout, id, config, manifest, hasher, log)?;
+        let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, id, config, manifest, log)?;
         let partition = std::sync::Arc::new(Self {
             id,
             readers: ReadPool::new(db_path.clone(), config),
@@ -219,7 +217,6 @@ pub fn recover(
     id: u32,
     config: &Config,
     manifest: &Manifest,
-    hasher: KeyHasher,
     log: PartitionLog<'_>,
 ) -> Result<Recovered> {
     let mut applied = sql::log_applied(conn)?;
@@ -251,7 +248,7 @@ pub fn recover(
     let index = match manifest.index {
         IndexMode::Hash => {
             let bits = u32::from(manifest.fingerprint_bits);
-            Some(recover_index(conn, &layout.index(id), config, bits, hasher, next_id)?)
+            Some(recover_index(conn, &layout.index(id), config, bits, manifest.hasher(), next_id)?)
         }
         IndexMode::Sqlite | IndexMode::None => None,
     };
