@@ -1,6 +1,8 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod conditions;
+
 use shardlite_engine::{Config, CreateOptions, IndexMode, Record, Synchronous};
 
 /// A small data directory: 4 partitions, `index`.
