@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The HTTP server's rates as ratios of its own /healthz rate (issue 3's measure): loads RECORDS
+# The HTTP server's rates as ratios of its own /healthz rate (docs/http-api.md, "Performance
+# notes"): loads RECORDS
 # DB-A records into a fresh directory, then ROUNDS times starts `shardlite serve` on it and runs
 # wrk (2 threads, 100 connections, DURATION each) against /healthz, GET of random existing keys
 # and PUT of new keys, printing one line per run and each round's ratios to its /healthz rate.

@@ -161,7 +161,7 @@ pub struct Measure {
 
 impl Default for Measure {
     /// The demonstration's: 64 connections, closed loop, 1 s of warm-up and 5 s measured, the
-    /// note's mix, uniform keys, DB-A's 32-byte keys and values of key space 1.
+    /// sizing's mix (`docs/sizing.md`), uniform keys, DB-A's 32-byte keys and values of key space 1.
     fn default() -> Self {
         Self {
             concurrency: vec![64],

@@ -1,6 +1,6 @@
 //! The report model, built from runs, and its renderings: JSON (`serde`; the schema is
-//! `report.schema.json`, documented in `docs/bench.md`) and the text table in the sizing note's
-//! own form, `SELECT 1500 queries/s 4800 iops 405 MB_rd/s 0 MB_wr/s ...`, with a per-second
+//! `report.schema.json`, documented in `docs/bench.md`) and the text table in the form of the
+//! first prototype's results (`docs/sizing.md`), `SELECT 1500 queries/s 4800 iops 405 MB_rd/s 0 MB_wr/s ...`, with a per-second
 //! timeline under it. Throughput never appears without its cost beside it.
 
 use std::{collections::BTreeMap, fmt::Write};
@@ -230,7 +230,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
 }
 
-/// The note's line for one run.
+/// One run's line, in the form of the first prototype's results.
 pub fn summary_line(r: &RunReport) -> String {
     let c = &r.cost;
     let pct = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}%"));

@@ -1,7 +1,7 @@
 //! Engine settings, in two layers: [`CreateOptions`], what is fixed when a data directory is
 //! created (partitions, index mode, hash seed, fingerprint width; recorded in its manifest), and
 //! [`Config`], the runtime tuning that may change from one open to the next (every SQLite knob
-//! the write-ups measured, the group-commit knobs and the resource bounds).
+//! the public write-ups measured, `docs/sizing.md`; the group-commit knobs; the resource bounds).
 
 use std::{fmt, str::FromStr, time::Duration};
 

@@ -1,5 +1,5 @@
-//! shardlite's HTTP server: the key-value API of SPEC §2 (`/kv/{key}`, `/batch`, `/healthz`,
-//! `/stats`, `/metrics`) over a [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
+//! shardlite's HTTP server: the key-value API (`/kv/{key}`, `/batch`, `/healthz`, `/stats`,
+//! `/metrics`) over a [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
 //! [`shardlite_engine::Store`]) or PostgreSQL (`PgBackend`, crate `shardlite-postgres`). `docs/http-api.md` is
 //! the contract.
 //!

@@ -11,7 +11,7 @@ use shardlite_engine::{
     Config, CreateOptions, IndexMode,
 };
 
-/// Record shapes of the sizing note.
+/// Record shapes of the data sets shardlite is sized for (`docs/sizing.md`).
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Shape {
     /// DB-A: 32-byte keys, 32-byte values.

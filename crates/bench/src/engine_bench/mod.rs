@@ -309,7 +309,8 @@ fn run_phase(
     }
 }
 
-/// The results as a text table, one line per phase, in the sizing note's spirit.
+/// The results as a text table, one line per phase, as the first prototype's results are
+/// written (`docs/sizing.md`).
 pub fn render(reports: &[ModeReport]) -> String {
     let mut out = String::new();
     for r in reports {

@@ -1,5 +1,5 @@
-//! The configurations `bench matrix` compares, as typed values: the SQLite settings the
-//! benchmark write-ups measured, cumulatively as in the Django one's table (rollback journal,
+//! The configurations `bench matrix` compares, as typed values: the SQLite settings the public
+//! write-ups measured (`docs/sizing.md`), cumulatively as in the Django one (rollback journal,
 //! WAL, + IMMEDIATE, + synchronous NORMAL, + mmap), then group commit off and the other index
 //! modes, each a one-setting change from `+ mmap` (which is group commit on and index `hash`);
 //! and the row of each in the report ([`MatrixRow::new`], [`MatrixRow::postgres`]).

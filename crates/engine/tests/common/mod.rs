@@ -26,7 +26,7 @@ pub fn small_config() -> Config {
     }
 }
 
-/// The i-th test key: 32 bytes, like the note's records.
+/// The i-th test key: 32 bytes, like DB-A's (`docs/sizing.md`).
 pub fn key(i: u32) -> Vec<u8> {
     let mut k = xxhash_like(i).to_vec();
     k.extend_from_slice(&i.to_be_bytes());

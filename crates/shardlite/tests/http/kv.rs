@@ -1,4 +1,4 @@
-//! `/kv/{key}`: every row of SPEC §2 for GET, HEAD, PUT and DELETE, with their headers and
+//! `/kv/{key}`: every row of `docs/http-api.md`'s Routes for GET, HEAD, PUT and DELETE, with their headers and
 //! bodies, and the conditional requests. The storage semantics run on both backends.
 
 use reqwest::{header, StatusCode};
