@@ -3,7 +3,8 @@
 //! Where things live:
 //! - The subcommands, flags to typed values to runs: [`command`] (`shardlite bench`),
 //!   [`matrix`] (`bench matrix`: the SQLite configurations side by side, and PostgreSQL with
-//!   the `postgres` feature), [`engine_bench::command`] (`bench-engine`).
+//!   the `postgres` feature), [`engine_bench::command`] (`bench-engine`); [`measure`] (what
+//!   they share: how workloads are measured, spawned servers, the runs against one server).
 //! - [`keyspace`]: the deterministic keys and values every tool agrees on.
 //! - [`engine_bench`]: the storage engine driven directly by caller threads, without HTTP.
 //! - The HTTP load generator (`shardlite bench`, see `docs/bench.md`):
@@ -24,6 +25,7 @@ pub mod html;
 pub mod http;
 pub mod keyspace;
 pub mod matrix;
+pub mod measure;
 pub mod preload;
 pub mod recorder;
 pub mod report;

@@ -10,7 +10,7 @@
 
 use std::{str::FromStr, time::Duration};
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use shardlite_engine::{Op, Outcome, Record, MAX_KEY_LEN};
 use shardlite_server::{
     figures::{PoolFigures, PostgresFigures, PostgresSettings},
@@ -19,6 +19,7 @@ use shardlite_server::{
 use tokio_postgres::NoTls;
 
 use crate::{
+    error::{db_error, pool_error},
     sql::{self, Statements},
     views::Views,
 };
@@ -206,28 +207,6 @@ impl Backend for PgBackend {
         // Every write was committed before it was answered: closing only drops the connections.
         self.pool.close();
         Box::pin(std::future::ready(()))
-    }
-}
-
-/// A database error as the API reports it.
-pub(crate) fn db_error(err: tokio_postgres::Error) -> BackendError {
-    if err.is_closed() {
-        return BackendError::Unavailable(err.to_string());
-    }
-    match err.as_db_error() {
-        // SQLSTATE 53100: disk_full.
-        Some(db) if db.code().code() == "53100" => BackendError::DiskFull(db.to_string()),
-        Some(db) => BackendError::Database(db.to_string()),
-        None => BackendError::Database(err.to_string()),
-    }
-}
-
-/// A failure to get a pooled connection.
-fn pool_error(err: PoolError) -> BackendError {
-    match err {
-        PoolError::Closed => BackendError::Closed,
-        PoolError::Backend(err) => db_error(err),
-        other => BackendError::Unavailable(other.to_string()),
     }
 }
 

@@ -2,8 +2,8 @@
 //! PostgreSQL client, and out of the binary unless its `postgres` feature is on (the default).
 //!
 //! - [`PgBackend`] ([`backend`]): the HTTP server's `Backend` over a PostgreSQL table —
-//!   `shardlite serve --backend postgres://...` — with every SQL statement in [`sql`] and
-//!   PostgreSQL's statistics views read in [`views`].
+//!   `shardlite serve --backend postgres://...` — with every SQL statement in `sql`,
+//!   PostgreSQL's statistics views read in `views` and its errors mapped in `error`.
 //! - [`Cluster`] ([`cluster`]): a throwaway PostgreSQL cluster from the system's binaries, for
 //!   `shardlite bench matrix --spawn-postgres` ([`cluster::BENCH_TUNING`]) and for the tests of
 //!   CI ([`cluster::TEST_SETTINGS`], through the `pg-cluster` binary that `.ci/postgres` runs);
@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod cluster;
+mod error;
 mod sql;
 mod views;
 

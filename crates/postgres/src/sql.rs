@@ -15,7 +15,7 @@ use shardlite_engine::{Condition, Op, Outcome, Record, Version, Written};
 
 use shardlite_server::{BackendError, BackendResult};
 
-use crate::backend::db_error;
+use crate::error::db_error;
 
 /// The epoch of every version this backend gives.
 const EPOCH: u64 = 0;

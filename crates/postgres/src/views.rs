@@ -10,7 +10,7 @@ use shardlite_server::{
     BackendResult,
 };
 
-use crate::backend::db_error;
+use crate::error::db_error;
 
 /// One reading of the views.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ use shardlite_engine::CreateOptions;
 pub use configs::{find, Config, CONFIGS, POSTGRES};
 
 use crate::{
-    command::{new_report, runtime, spawned, write_html, Measure, Spawn},
+    measure::{new_report, runtime, spawned, write_html, Measure, Spawn},
     report::{Matrix, MatrixRow},
     workload::Workload,
 };

@@ -8,10 +8,10 @@ use std::{path::Path, time::Duration};
 use shardlite_postgres::{cluster::BENCH_TUNING, Cluster};
 
 use crate::{
-    command::{run_workloads, Measure},
     cost::{Local, ServerStats},
     http::Target,
     matrix::POSTGRES,
+    measure::{run_workloads, Measure},
     preload::{self, DataSet},
     report::{RunReport, ServerInfo},
     server_process::ServerProcess,
