@@ -19,8 +19,8 @@ use settings::{Settings, Storage};
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = settings::resolve(args)?;
     // Bind before the (possibly long) store open, so a taken port fails at once.
-    let listener =
-        std::net::TcpListener::bind(settings.listen).with_context(|| format!("listening on {}", settings.listen))?;
+    let listener = std::net::TcpListener::bind(settings.serve.listen)
+        .with_context(|| format!("listening on {}", settings.serve.listen))?;
     listener.set_nonblocking(true)?;
     // The bound address on stdout (also with `--listen 127.0.0.1:0`), for scripts and the bench.
     println!("listening on http://{}", listener.local_addr()?);
@@ -40,7 +40,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("shardlite-http");
-    if let Some(n) = settings.worker_threads {
+    if let Some(n) = settings.runtime.worker_threads {
         runtime.worker_threads(n);
     }
     runtime.build()?.block_on(async move {

@@ -3,8 +3,8 @@
 //!
 //! | layer | declared in | `--help` heading |
 //! |---|---|---|
-//! | where the records are, where to listen | [`ServeOptions`] (here) | Options |
-//! | PostgreSQL instead of a data directory | [`PgFlags`] (here) | Options |
+//! | where the records are: a data directory or PostgreSQL | [`StorageFlags`] (here) | Options |
+//! | where to listen | [`ServeOptions`] (here) | Options |
 //! | what a new data directory is created with | [`CreateOptions`] (engine) | Engine |
 //! | the engine at run time | [`Config`] (engine) | Engine |
 //! | the HTTP layer | [`ServerOptions`] (server) | HTTP |
@@ -25,13 +25,42 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use shardlite_engine::{Config, CreateOptions};
 use shardlite_server::ServerOptions;
 
-/// `serve`'s own settings: where the records are and where to listen.
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+/// Where the records are: a data directory, or (with the `postgres` feature) a PostgreSQL table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ServeOptions {
+pub struct StorageFlags {
     /// Data directory; created on first start.
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// Serve from PostgreSQL instead of a data directory: postgres://USER[:PASSWORD]@HOST:PORT/DB.
+    /// Uses (and creates) the table `kv` (or --pg-table), hash-partitioned if --partitions is given.
+    #[cfg(feature = "postgres")]
+    #[arg(long, value_name = "URL")]
+    pub backend: Option<String>,
+    /// The PostgreSQL table: lowercase letters, digits and _.
+    #[cfg(feature = "postgres")]
+    #[arg(long, value_name = "NAME")]
+    pub pg_table: Option<String>,
+    /// Connections of the PostgreSQL pool (unless given: one per CPU, at least 4).
+    #[cfg(feature = "postgres")]
+    #[arg(long)]
+    pub pg_pool_size: Option<usize>,
+}
+
+impl StorageFlags {
+    /// The defaults `--help` shows (those the storage applies when not given).
+    fn shown() -> Self {
+        #[cfg(feature = "postgres")]
+        return Self { pg_table: Some(shardlite_postgres::DEFAULT_TABLE.into()), ..Self::default() };
+        #[cfg(not(feature = "postgres"))]
+        Self::default()
+    }
+}
+
+/// Where `serve` listens.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeOptions {
     /// Address to listen on.
     #[arg(long)]
     pub listen: SocketAddr,
@@ -40,7 +69,7 @@ pub struct ServeOptions {
 impl Default for ServeOptions {
     fn default() -> Self {
         // Loopback only unless told otherwise.
-        Self { data: None, listen: SocketAddr::from(([127, 0, 0, 1], 8080)) }
+        Self { listen: SocketAddr::from(([127, 0, 0, 1], 8080)) }
     }
 }
 
@@ -52,23 +81,6 @@ pub struct RuntimeOptions {
     /// Async runtime worker threads (unless given: one per CPU).
     #[arg(long)]
     pub worker_threads: Option<usize>,
-}
-
-/// Serving from PostgreSQL instead of a data directory.
-#[cfg(feature = "postgres")]
-#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PgFlags {
-    /// Serve from PostgreSQL instead of a data directory: postgres://USER[:PASSWORD]@HOST:PORT/DB.
-    /// Uses (and creates) the table `kv` (or --pg-table), hash-partitioned if --partitions is given.
-    #[arg(long, value_name = "URL")]
-    pub backend: Option<String>,
-    /// The PostgreSQL table: lowercase letters, digits and _.
-    #[arg(long, value_name = "NAME")]
-    pub pg_table: Option<String>,
-    /// Connections of the PostgreSQL pool (unless given: one per CPU, at least 4).
-    #[arg(long)]
-    pub pg_pool_size: Option<usize>,
 }
 
 /// The `--config` flag: the TOML file, which is no key of itself.
@@ -97,10 +109,8 @@ impl FromArgMatches for ServeArgs {
 
 impl Args for ServeArgs {
     fn augment_args(cmd: Command) -> Command {
+        let cmd = layer(cmd, &StorageFlags::shown());
         let cmd = layer(cmd, &ServeOptions::default());
-        #[cfg(feature = "postgres")]
-        let cmd =
-            layer(cmd, &PgFlags { pg_table: Some(shardlite_postgres::DEFAULT_TABLE.into()), ..PgFlags::default() });
         let cmd = layer(cmd, &ConfigFile::default());
         let cmd = layer(cmd, &CreateOptions::defaults());
         let cmd = layer(cmd, &Config::default());
@@ -167,15 +177,15 @@ pub struct Settings {
     /// Where the records live.
     pub storage: Storage,
     /// Where to listen.
-    pub listen: SocketAddr,
+    pub serve: ServeOptions,
     /// The settings fixed at creation that were given (an existing directory must match them).
     pub create: CreateOptions,
     /// The engine's configuration.
     pub engine: Config,
     /// The HTTP layer's options.
     pub server: ServerOptions,
-    /// Async runtime worker threads (`None`: one per CPU).
-    pub worker_threads: Option<usize>,
+    /// The async runtime.
+    pub runtime: RuntimeOptions,
 }
 
 /// Combines the flags and environment variables, the file they name (if any) and the defaults.
@@ -192,9 +202,8 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     }
     let file = File::read(matches.get_one::<PathBuf>("config").cloned())?;
     file.refuse_unknown_keys()?;
+    let stored: StorageFlags = file.layer(&matches)?;
     let serve: ServeOptions = file.layer(&matches)?;
-    #[cfg(feature = "postgres")]
-    let pg: PgFlags = file.layer(&matches)?;
     let create: CreateOptions = file.layer(&matches)?;
     let engine: Config = file.layer(&matches)?;
     let server: ServerOptions = file.layer(&matches)?;
@@ -203,18 +212,14 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     engine.validate()?;
     anyhow::ensure!(server.max_connections > 0, "max_connections must be at least 1");
     anyhow::ensure!(server.auth_token.as_deref() != Some(""), "auth_token must not be empty");
-    #[cfg(feature = "postgres")]
-    let storage = storage(serve.data, pg, &create)?;
-    #[cfg(not(feature = "postgres"))]
-    let storage =
-        Storage::Data(serve.data.context("no data directory: pass --data DIR (or `data` in the config file)")?);
-    Ok(Settings { storage, listen: serve.listen, create, engine, server, worker_threads: runtime.worker_threads })
+    let storage = storage(stored, &create)?;
+    Ok(Settings { storage, serve, create, engine, server, runtime })
 }
 
 /// Where the records live: the data directory, or PostgreSQL's URL.
 #[cfg(feature = "postgres")]
-fn storage(data: Option<PathBuf>, pg: PgFlags, create: &CreateOptions) -> anyhow::Result<Storage> {
-    Ok(match (pg.backend, data) {
+fn storage(pg: StorageFlags, create: &CreateOptions) -> anyhow::Result<Storage> {
+    Ok(match (pg.backend, pg.data) {
         (Some(_), Some(_)) => anyhow::bail!("give a data directory (--data) or a --backend URL, not both"),
         (Some(url), None) => {
             anyhow::ensure!(
@@ -233,6 +238,13 @@ fn storage(data: Option<PathBuf>, pg: PgFlags, create: &CreateOptions) -> anyhow
             "no data directory: pass --data DIR (or `data` in the config file), or --backend postgres://..."
         ),
     })
+}
+
+/// Where the records live: the data directory.
+#[cfg(not(feature = "postgres"))]
+fn storage(stored: StorageFlags, _: &CreateOptions) -> anyhow::Result<Storage> {
+    let data = stored.data.context("no data directory: pass --data DIR (or `data` in the config file)")?;
+    Ok(Storage::Data(data))
 }
 
 /// The `--config` file: every key at the top level, each a field of one layer.
@@ -286,9 +298,8 @@ impl File {
 /// Every key the file may hold: the fields of every layer.
 fn known_keys() -> Vec<&'static str> {
     [
+        fields::<StorageFlags>(),
         fields::<ServeOptions>(),
-        #[cfg(feature = "postgres")]
-        fields::<PgFlags>(),
         fields::<CreateOptions>(),
         fields::<Config>(),
         fields::<ServerOptions>(),
@@ -365,12 +376,12 @@ mod tests {
     #[test]
     fn defaults_bind_loopback_and_use_the_engine_defaults() {
         let s = parse(&["--data", "/tmp/d"]).unwrap();
-        assert_eq!(s.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(s.serve.listen, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(s.storage, Storage::Data(PathBuf::from("/tmp/d")));
         assert_eq!(s.engine, Config::default());
         assert_eq!(s.server, ServerOptions::default());
         assert_eq!(s.create, CreateOptions::default(), "no setting of a new directory given");
-        assert_eq!(s.worker_threads, None);
+        assert_eq!(s.runtime.worker_threads, None);
     }
 
     #[test]
@@ -479,14 +490,14 @@ mod tests {
         assert_eq!(s.engine.transaction, TxMode::Deferred);
         assert!(s.engine.accept_wal_loss, "a flag not given leaves the file's true alone");
         assert_eq!(s.create, CreateOptions::default(), "the default fills the rest");
-        assert_eq!(s.listen, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(s.serve.listen, "127.0.0.1:7000".parse().unwrap());
         assert_eq!(s.storage, Storage::Data(PathBuf::from("/from/file")));
         assert_eq!(s.server.auth_token.as_deref(), Some("flag"));
         assert_eq!(s.server.max_connections, 50);
         assert_eq!(s.server.header_timeout, Duration::from_millis(1500));
         assert_eq!(s.server.body_timeout, ServerOptions::default().body_timeout);
         assert!(s.server.request_log);
-        assert_eq!(s.worker_threads, Some(3));
+        assert_eq!(s.runtime.worker_threads, Some(3));
     }
 
     #[test]
