@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# The HTTP server's rates as ratios of its own /healthz rate (issue 3's measure): loads RECORDS
+# The HTTP server's rates as ratios of its own /healthz rate (docs/http-api.md, "Performance
+# notes"): loads RECORDS
 # DB-A records into a fresh directory, then ROUNDS times starts `shardlite serve` on it and runs
 # wrk (2 threads, 100 connections, DURATION each) against /healthz, GET of random existing keys
 # and PUT of new keys, printing one line per run and each round's ratios to its /healthz rate.
 # /healthz is measured twice: wrk's plain loop, and requests built in Lua like the GETs'
-# (scripts/wrk/healthz.lua), whose client cost per request equals theirs.
+# (scripts/wrk/get.lua with HEALTHZ=1), whose client cost per request equals theirs.
 #
 # usage: scripts/http-ratios.sh [serve flags...]     e.g. --record-cache-mib 0, --max-batch 1
-#   env: RECORDS (200000), ROUNDS (3), DURATION (10, seconds per run), PARTITIONS (16), DIR (temporary),
+#   env: RECORDS (200000), ROUNDS (3), DURATION (10, seconds per run), PARTITIONS (256), DIR (temporary),
 #   WARMUP (5: seconds of GETs, not measured, before the measured GETs: the record cache fills)
 # Needs: wrk, curl, python3 with xxhash (scripts/keys.py), a release build
 # (cargo build --release -p shardlite). Only 127.0.0.1; every run stops by itself.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../target/release/shardlite
-records=${RECORDS:-200000} rounds=${ROUNDS:-3} secs=${DURATION:-10} parts=${PARTITIONS:-16}
+records=${RECORDS:-200000} rounds=${ROUNDS:-3} secs=${DURATION:-10} parts=${PARTITIONS:-256}
 dir=${DIR:-$(mktemp -d /tmp/shardlite-ratios.XXXXXX)}
 port=18998
 keys=$dir.keys
@@ -38,7 +39,7 @@ for round in $(seq "$rounds"); do
   server=$!
   for _ in $(seq 300); do curl -sf http://127.0.0.1:$port/healthz >/dev/null && break; sleep 0.1; done
   read -r h h50 h99 herr < <(rate http://127.0.0.1:$port/healthz)
-  read -r l l50 l99 lerr < <(KEYS=$keys rate -s "$here/wrk/healthz.lua" http://127.0.0.1:$port)
+  read -r l l50 l99 lerr < <(HEALTHZ=1 KEYS=$keys rate -s "$here/wrk/get.lua" http://127.0.0.1:$port)
   KEYS=$keys wrk -t2 -c100 -d"${WARMUP:-5}s" -s "$here/wrk/get.lua" http://127.0.0.1:$port >/dev/null
   read -r g g50 g99 gerr < <(KEYS=$keys rate -s "$here/wrk/get.lua" http://127.0.0.1:$port)
   read -r p p50 p99 perr < <(VALUE_SIZE=32 rate -s "$here/wrk/insert.lua" http://127.0.0.1:$port)

@@ -7,18 +7,18 @@
 #   KEYS_FILE: existing keys of the data set, hex, one a line (GET and UPDATE pick from it).
 #   ONLY_GET=1 measures GET alone; SKIP_GET=1 only the writes; SECONDS_GET (20) and
 #   SECONDS_WRITE (15) set the durations.
-# Needs: wrk, bc, curl, a release build (cargo build --release -p shardlite), root (cgroup).
+# Needs: wrk, bc, curl, python3, a release build (cargo build --release -p shardlite), root (for
+# the memory limit: scripts/with-memory-limit; scripts/evict-cache empties the page cache first).
 set -u
-[ $# -eq 4 ] || { sed -n '2,10p' "$0"; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,11p' "$0"; exit 2; }
 data=$1 keys=$2 vsize=$3 mem=$4
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../target/release/shardlite
-tools=$here/../../shared/tools
 port=18999
 device=$(lsblk -no pkname "$(df --output=source "$data" | tail -1)" 2>/dev/null | head -1)
 device=${device:-$(basename "$(df --output=source "$data" | tail -1)")}
-$tools/evict-cache "$data"
-$tools/with-memory-limit "$mem" "$bin" serve --data "$data" --listen 127.0.0.1:$port --synchronous full \
+"$here/evict-cache" "$data"
+"$here/with-memory-limit" "$mem" "$bin" serve --data "$data" --listen 127.0.0.1:$port --synchronous full \
   > /tmp/serve-measure.log 2>&1 &
 for _ in $(seq 1 600); do curl -sf http://127.0.0.1:$port/healthz >/dev/null && break; sleep 0.5; done
 disk() { awk -v d="$device" '$3==d{print $4, $8}' /proc/diskstats; }

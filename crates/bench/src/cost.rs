@@ -1,7 +1,8 @@
 //! What the throughput cost: sampled once a second from the server's `/stats` (records, WAL
 //! bytes, its own I/O and CPU counters) and, when the server runs on this machine, from
-//! `/proc` (the disk holding its data directory, the machine's CPU busy / idle / iowait, the
-//! server process's RSS). A figure that cannot be had is `None`, never a made-up zero.
+//! `/proc` through crate `shardlite-proc` (the disk holding its data directory, the machine's
+//! CPU busy / idle / iowait, the server process's RSS). A figure that cannot be had is `None`,
+//! never a made-up zero.
 
 use std::{
     path::PathBuf,
@@ -10,7 +11,9 @@ use std::{
 
 use serde::Serialize;
 
-use crate::{http::Target, sysio::DiskStats};
+use shardlite_proc::{rss_bytes, CpuTicks, DiskStats};
+
+use crate::http::Target;
 
 /// How long a control request (`/stats`, `/metrics`) may take.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -22,44 +25,6 @@ pub struct Local {
     pub data_dir: Option<PathBuf>,
     /// Its process id (for the RSS).
     pub pid: Option<u32>,
-}
-
-/// Counters of `/proc/stat`'s `cpu` line, in clock ticks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CpuTicks {
-    /// Ticks neither idle nor waiting for I/O.
-    pub busy: u64,
-    /// Idle ticks.
-    pub idle: u64,
-    /// Ticks idle with I/O outstanding.
-    pub iowait: u64,
-}
-
-impl CpuTicks {
-    /// Reads `/proc/stat`.
-    pub fn read() -> Option<Self> {
-        Self::parse(&std::fs::read_to_string("/proc/stat").ok()?)
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        let line = text.lines().find(|l| l.starts_with("cpu "))?;
-        let f: Vec<u64> = line.split_whitespace().skip(1).map(|w| w.parse().unwrap_or(0)).collect();
-        // user nice system idle iowait irq softirq steal (guest time is already in user).
-        let total: u64 = f.iter().take(8).sum();
-        let (idle, iowait) = (*f.get(3)?, *f.get(4)?);
-        Some(Self { busy: total - idle - iowait, idle, iowait })
-    }
-}
-
-/// The server's RSS in bytes, from `/proc/<pid>/status`.
-pub fn rss_bytes(pid: u32) -> Option<u64> {
-    parse_vmrss(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
-}
-
-fn parse_vmrss(text: &str) -> Option<u64> {
-    let kib: u64 =
-        text.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// The figures of `/stats` the report uses.
@@ -226,12 +191,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_proc_stat_status_and_metrics() {
-        let stat = "cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n";
-        assert_eq!(CpuTicks::parse(stat), Some(CpuTicks { busy: 160, idle: 800, iowait: 40 }));
-        assert_eq!(CpuTicks::parse("intr 5\n"), None);
-        assert_eq!(parse_vmrss("Name:\tx\nVmRSS:\t   12345 kB\nVmSwap:\t0 kB\n"), Some(12345 * 1024));
-        assert_eq!(parse_vmrss("Name:\tx\n"), None);
+    fn parses_metrics() {
         let metrics = "# TYPE x histogram\n\
             shardlite_http_request_duration_seconds_count{route=\"/kv/{key}\",method=\"GET\",status=\"200\"} 10\n\
             shardlite_http_request_duration_seconds_count{route=\"/kv/{key}\",method=\"PUT\",status=\"201\"} 5\n\

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::{matrix, report::Report, schedule::Schedule};
+use crate::{matrix::table, report::Report, schedule::Schedule};
 
 const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 const WIDTH: f64 = 720.0;
@@ -154,7 +154,7 @@ pub fn render(report: &Report) -> String {
         g.cores
     );
     if let Some(m) = &report.matrix {
-        let _ = writeln!(out, "<h2>Matrix</h2>\n<pre>{}</pre>", esc(&matrix::render_text(report, m)));
+        let _ = writeln!(out, "<h2>Matrix</h2>\n<pre>{}</pre>", esc(&table::render_text(report, m)));
     }
     out.push_str(
         "<h2>Runs</h2>\n<table><tr><th>run</th><th>queries/s</th><th>p50 ms</th><th>p99 ms</th><th>errors</th></tr>\n",

@@ -1,8 +1,11 @@
-//! shardlite's load generators and reports.
+//! shardlite's load generators and reports, and every `bench` subcommand of the binary.
 //!
 //! Where things live:
+//! - The subcommands, flags to typed values to runs: [`command`] (`shardlite bench`),
+//!   [`matrix`] (`bench matrix`: the SQLite configurations side by side, and PostgreSQL with
+//!   the `postgres` feature), [`engine_bench::command`] (`bench-engine`); [`measure`] (what
+//!   they share: how workloads are measured, spawned servers, the runs against one server).
 //! - [`keyspace`]: the deterministic keys and values every tool agrees on.
-//! - [`sysio`]: what a run cost from `/proc` (process and disk I/O), page-cache eviction.
 //! - [`engine_bench`]: the storage engine driven directly by caller threads, without HTTP.
 //! - The HTTP load generator (`shardlite bench`, see `docs/bench.md`):
 //!   [`workload`] (what each request is: workloads, key choice, fresh insert keys),
@@ -10,24 +13,26 @@
 //!   [`http`] (the hyper keep-alive connection), [`runner`] (one run: connections, warm-up,
 //!   measured window), [`recorder`] (HDR histograms, errors by kind, per-second timeline),
 //!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
-//!   JSON), [`schema`] (the JSON schema and its validator), [`server_process`] (`--spawn`),
-//!   [`matrix`] (`bench matrix`: the SQLite configurations side by side, and PostgreSQL),
-//!   [`postgres`] (a throwaway PostgreSQL cluster, the benchmark's tables), [`preload`] (the
-//!   data set through `POST /batch`), [`html`] (`--html`: the report with inline SVG charts).
+//!   JSON, and the JSON's published schema), [`server_process`] (`--spawn`),
+//!   [`preload`] (the data set through `POST /batch`), [`html`] (`--html`: the report with
+//!   inline SVG charts). PostgreSQL's throwaway cluster is crate `shardlite-postgres`'s; what
+//!   a process, the machine and a disk cost (`/proc`) is read by crate `shardlite-proc`.
 
+pub mod command;
 pub mod cost;
 pub mod engine_bench;
 pub mod html;
 pub mod http;
 pub mod keyspace;
 pub mod matrix;
-pub mod postgres;
+pub mod measure;
 pub mod preload;
 pub mod recorder;
 pub mod report;
 pub mod runner;
 pub mod schedule;
-pub mod schema;
 pub mod server_process;
-pub mod sysio;
 pub mod workload;
+
+pub use command::BenchArgs;
+pub use engine_bench::command::BenchEngineArgs;

@@ -1,6 +1,6 @@
 //! The report model, built from runs, and its renderings: JSON (`serde`; the schema is
-//! `report.schema.json`, documented in `docs/bench.md`) and the text table in the sizing note's
-//! own form, `SELECT 1500 queries/s 4800 iops 405 MB_rd/s 0 MB_wr/s ...`, with a per-second
+//! `report.schema.json`, documented in `docs/bench.md`) and the text table in the form of the
+//! first prototype's results (`docs/sizing.md`), `SELECT 1500 queries/s 4800 iops 405 MB_rd/s 0 MB_wr/s ...`, with a per-second
 //! timeline under it. Throughput never appears without its cost beside it.
 
 use std::{collections::BTreeMap, fmt::Write};
@@ -9,13 +9,17 @@ use serde::Serialize;
 
 use crate::{
     cost::Cost,
-    matrix::Matrix,
     recorder::{Errors, Percentiles},
     runner::{RunOptions, RunResult},
+    workload::Workload,
 };
 
 /// The version of the JSON document's shape; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The JSON Schema (2020-12) of the JSON document, `report.schema.json`: published in
+/// `docs/bench.md`, and what the tests check every report they make against.
+pub const SCHEMA: &str = include_str!("report.schema.json");
 
 /// A whole `shardlite bench` invocation.
 #[derive(Debug, Clone, Serialize)]
@@ -29,6 +33,44 @@ pub struct Report {
     /// `bench matrix`: which runs measured which configuration (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matrix: Option<Matrix>,
+}
+
+/// The side-by-side result: which runs measured which configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Matrix {
+    /// The columns.
+    pub workloads: Vec<Workload>,
+    /// The connection counts each configuration ran at (a table row each).
+    pub concurrency: Vec<usize>,
+    /// The rows, in the order run.
+    pub configurations: Vec<MatrixRow>,
+}
+
+/// One configuration's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct MatrixRow {
+    /// The configuration's key (`--configs`), or `postgres`.
+    pub key: String,
+    /// The configuration's label, or `PostgreSQL`.
+    pub label: String,
+    /// `sqlite` (shardlite's engine) or `postgres`.
+    pub backend: String,
+    /// The data directory's index mode; `btree` (the primary key) for PostgreSQL.
+    pub index: String,
+    /// The server's flags.
+    pub serve_args: Vec<String>,
+    /// Indices into the report's `runs`.
+    pub runs: Vec<usize>,
+}
+
+impl MatrixRow {
+    /// This row's run of `workload` with `connections`, if there was one.
+    pub fn run<'a>(&self, report: &'a Report, workload: Workload, connections: usize) -> Option<&'a RunReport> {
+        self.runs
+            .iter()
+            .filter_map(|&i| report.runs.get(i))
+            .find(|r| r.options.workload == workload && r.options.schedule.connections() == connections)
+    }
 }
 
 /// The load generator itself.
@@ -188,7 +230,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
 }
 
-/// The note's line for one run.
+/// One run's line, in the form of the first prototype's results.
 pub fn summary_line(r: &RunReport) -> String {
     let c = &r.cost;
     let pct = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}%"));
@@ -279,6 +321,52 @@ fn schedule_text(o: &RunOptions) -> String {
         crate::schedule::Schedule::Closed { connections } => format!("closed loop, {connections} connections"),
         crate::schedule::Schedule::Open { connections, rate } => {
             format!("open loop at {rate:.0} req/s, {connections} connections")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    /// Every way `doc` breaks [`SCHEMA`], as `path: problem` lines.
+    fn problems(doc: &Value) -> String {
+        let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        validator.iter_errors(doc).map(|e| format!("{}: {e}\n", e.instance_path())).collect()
+    }
+
+    #[test]
+    fn the_schema_parses_and_rejects_what_it_should() {
+        let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+        assert_eq!(schema["properties"]["schema_version"]["enum"][0], SCHEMA_VERSION);
+        let generator = json!({"version": "x", "threads": 2, "cores": 2});
+        assert_eq!(problems(&json!({"schema_version": 1, "generator": generator, "runs": []})), "");
+        let matrix = json!({"workloads": ["insert"], "configurations": [
+            {"key": "wal", "label": "WAL", "index": "hash", "serve_args": ["--journal", "wal"], "runs": []}
+        ]});
+        assert_eq!(problems(&json!({"schema_version": 1, "generator": generator, "runs": [], "matrix": matrix})), "");
+        let bad_matrix = json!({"workloads": ["scan"], "configurations": [{"key": "wal", "index": "lsm"}]});
+        let text = problems(&json!({"schema_version": 1, "generator": generator, "runs": [], "matrix": bad_matrix}));
+        for expected in [
+            "/matrix/workloads/0: \"scan\" is not one of",
+            "/matrix/configurations/0: \"runs\" is a required property",
+            "/matrix/configurations/0/index: \"lsm\" is not one of",
+        ] {
+            assert!(text.contains(expected), "{expected} not in\n{text}");
+        }
+        let text =
+            problems(&json!({"schema_version": 2, "generator": {"version": 1, "threads": 2}, "runs": [{}], "x": 0}));
+        for expected in [
+            "/schema_version: 2 is not one of",
+            "/generator/version: 1 is not of type",
+            "/generator: \"cores\" is a required property",
+            "/runs/0: \"name\" is a required property",
+            ": Additional properties are not allowed ('x' was unexpected)",
+        ] {
+            assert!(text.contains(expected), "{expected} not in\n{text}");
         }
     }
 }

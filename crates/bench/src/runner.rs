@@ -10,6 +10,7 @@ use std::{
 use bytes::Bytes;
 use hyper::Method;
 use serde::Serialize;
+use shardlite_proc::ProcessStats;
 
 use crate::{
     cost::{self, Local, Sample, ServerStats},
@@ -17,7 +18,6 @@ use crate::{
     keyspace,
     recorder::{Outcome, Recorder},
     schedule::{Pacer, Schedule},
-    sysio,
     workload::{FreshKeys, KeyDist, Keys, Mix, Op, OpGen, Workload},
 };
 
@@ -105,7 +105,7 @@ pub async fn run(target: &Target, local: &Local, opts: &RunOptions, fresh: &Arc<
         .collect();
     let sampler = tokio::spawn(cost::sample_every_second(target.clone(), local.clone(), measure_start, end));
     tokio::time::sleep_until(measure_start.into()).await;
-    let cpu_before = sysio::cpu_seconds();
+    let cpu_before = ProcessStats::read().cpu_seconds();
     let mut recorded = Recorder::default();
     for conn in connections {
         // A task that panicked recorded nothing; its requests show up in the server's count.
@@ -114,7 +114,7 @@ pub async fn run(target: &Target, local: &Local, opts: &RunOptions, fresh: &Arc<
         }
     }
     let elapsed = measure_start.elapsed();
-    let generator_cpu_seconds = sysio::cpu_seconds() - cpu_before;
+    let generator_cpu_seconds = ProcessStats::read().cpu_seconds() - cpu_before;
     let samples = sampler.await.unwrap_or_default();
     let counted_after = cost::server_request_count(target, route).await;
     let stats_after = ServerStats::fetch(target).await;

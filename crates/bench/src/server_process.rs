@@ -12,7 +12,9 @@ use std::{
 
 use anyhow::Context;
 
-use crate::http::Target;
+use shardlite_engine::CreateOptions;
+
+use crate::{http::Target, preload::DataSet};
 
 /// How long a spawned server may take to answer `/healthz` (opening a big store takes a while).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -31,20 +33,36 @@ pub struct ServerProcess {
     pub serve_args: Vec<String>,
 }
 
-/// Runs `exe load --data DIR --records N` plus `args` (e.g. `--partitions 16`) to completion.
-pub fn load(exe: &Path, data_dir: &Path, records: u64, args: &[String]) -> anyhow::Result<()> {
+/// Runs `exe load` to completion: `data`'s records into `data_dir`, created with `create` if
+/// new (the loader takes the partitions and the index mode).
+pub fn load(exe: &Path, data_dir: &Path, create: &CreateOptions, data: DataSet) -> anyhow::Result<()> {
+    let DataSet { records, seed, key_size, value_size } = data;
     let status = Command::new(exe)
         .arg("load")
         .arg("--data")
         .arg(data_dir)
         .arg("--records")
         .arg(records.to_string())
-        .args(args)
+        .args(create_args(create))
+        .args(["--seed".to_owned(), seed.to_string()])
+        .args(["--key-size".to_owned(), key_size.to_string()])
+        .args(["--value-size".to_owned(), value_size.to_string()])
         .stdout(Stdio::null())
         .status()
         .with_context(|| format!("running {} load", exe.display()))?;
     anyhow::ensure!(status.success(), "`shardlite load` failed: {status}");
     Ok(())
+}
+
+/// The flags of the settings `create` gives (`--partitions N`, `--index MODE`, `--hash-seed S`).
+pub fn create_args(create: &CreateOptions) -> Vec<String> {
+    let CreateOptions { partitions, index, hash_seed, .. } = *create;
+    let given = [
+        ("partitions", partitions.map(|p| p.to_string())),
+        ("index", index.map(|i| i.to_string())),
+        ("hash-seed", hash_seed.map(|s| s.to_string())),
+    ];
+    given.into_iter().filter_map(|(name, value)| Some([format!("--{name}"), value?])).flatten().collect()
 }
 
 impl ServerProcess {

@@ -1,5 +1,5 @@
-//! What each request of a run is: the workloads of the sizing note (`noop`, `select`, `update`,
-//! `insert`, `mix`), the key choice (uniform or zipfian over the loaded key space `0..records`)
+//! What each request of a run is: the workloads of the first prototype (`docs/sizing.md`:
+//! `noop`, `select`, `update`, `insert`, `mix`), the key choice (uniform or zipfian over the loaded key space `0..records`)
 //! and the fresh key indices inserts take. One seeded [`OpGen`] per connection, so a run is
 //! reproducible from its seed apart from the interleaving of connections.
 
@@ -14,7 +14,7 @@ use std::{
 
 use serde::Serialize;
 
-/// A workload of the note.
+/// A workload of the first prototype's (`docs/sizing.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Workload {
@@ -31,7 +31,7 @@ pub enum Workload {
 }
 
 impl Workload {
-    /// Every workload, in the note's order.
+    /// Every workload, in the order of the first prototype's results.
     pub const ALL: [Workload; 5] = [Self::Noop, Self::Select, Self::Update, Self::Insert, Self::Mix];
 
     /// The name used on the command line and in reports.
@@ -78,7 +78,7 @@ pub struct Mix {
 }
 
 impl Default for Mix {
-    /// The note's mix: 10% insert, 10% update, 80% select.
+    /// The first prototype's mix: 10% insert, 10% update, 80% select.
     fn default() -> Self {
         Self { insert_pct: 10, update_pct: 10 }
     }

@@ -32,7 +32,7 @@ use crate::{
     manifest::Manifest,
     opening::{open_directory, Opened},
     partition::{recover, sql, PartitionLog, Recovered},
-    Config, Error, Result, Synchronous,
+    Config, CreateOptions, Error, Result, Synchronous,
 };
 
 /// Which data set is loaded: records are `generate(i)` for `i` in order.
@@ -108,10 +108,12 @@ struct Part {
 }
 
 /// Appends records `next..next + plan.count` of the plan's data set (where `next` is where the
-/// data set held by `dir` ends; 0 for a new directory), creating the directory with `config` if
-/// needed. `progress(done, total)` hears of every committed chunk.
+/// data set held by `dir` ends; 0 for a new directory), creating the directory with `create` if
+/// needed (an existing one created with other settings than those given is refused).
+/// `progress(done, total)` hears of every committed chunk.
 pub fn load(
     dir: &std::path::Path,
+    create: &CreateOptions,
     config: &Config,
     plan: &Plan,
     generate: &Generator<'_>,
@@ -119,14 +121,15 @@ pub fn load(
 ) -> Result<LoadSummary> {
     let Plan { dataset, count, chunk } = *plan;
     let layout = Layout::new(dir);
-    let (config, mut manifest) = open_manifest(&layout, config)?;
-    let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
+    let mut manifest = open_manifest(&layout, create, config)?;
+    let hasher = manifest.hasher();
+    let created = manifest.clone();
     let bulk =
         Config { synchronous: Synchronous::Off, checkpoint_pages: 16_384, cache_size_kib: 16_384, ..config.clone() };
     // The lock is declared before the partitions, so dropped after them: on success and on
     // failure alike. The loader writes no commit log (its own final checkpoint is durable).
     let Opened { lock, parts, .. } = open_directory(&layout, &bulk, &mut manifest, false, 1, |p, log| {
-        let part = open_part(&layout, p, &bulk, hasher, dataset, log)?;
+        let part = open_part(&layout, p, &bulk, &created, dataset, log)?;
         let (applied, lost) = (part.applied, part.lost);
         Ok((Mutex::new(part), applied, lost))
     })?;
@@ -161,36 +164,32 @@ pub fn load(
     })
 }
 
-/// Creates the manifest or checks it against `config`; returns `config` with the directory's
-/// fixed settings, and the manifest.
-fn open_manifest(layout: &Layout, config: &Config) -> Result<(Config, Manifest)> {
+/// Checks the manifest against `create`, or creates it.
+fn open_manifest(layout: &Layout, create: &CreateOptions, config: &Config) -> Result<Manifest> {
+    create.validate()?;
     config.validate()?;
-    let mut config = config.clone();
-    let manifest = if layout.manifest().exists() {
+    if layout.exists() {
         let manifest = Manifest::read(&layout.manifest())?;
-        manifest.check_matches(&config, &layout.manifest())?;
-        manifest.apply_to(&mut config);
-        manifest
-    } else {
-        std::fs::create_dir_all(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
-        let manifest = Manifest::for_config(&config);
-        manifest.write(&layout.manifest())?;
-        manifest
-    };
-    Ok((config, manifest))
+        manifest.check_matches(create, &layout.manifest())?;
+        return Ok(manifest);
+    }
+    std::fs::create_dir_all(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
+    let manifest = Manifest::new(create);
+    manifest.write(&layout.manifest())?;
+    Ok(manifest)
 }
 
 fn open_part(
     layout: &Layout,
     p: u32,
     config: &Config,
-    hasher: KeyHasher,
+    manifest: &Manifest,
     dataset: Dataset,
     log: PartitionLog<'_>,
 ) -> Result<Part> {
-    let conn = sql::open_writer(&layout.db(p), config, config.index)?;
+    let conn = sql::open_writer(&layout.db(p), config, manifest.index)?;
     let loaded_to = check_dataset(&conn, dataset, &layout.db(p))?;
-    let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, p, config, hasher, log)?;
+    let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, p, config, manifest, log)?;
     Ok(Part { id: p, conn, index, next_id, records, loaded_to, entries: Vec::new(), applied, lost })
 }
 

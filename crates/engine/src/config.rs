@@ -1,6 +1,7 @@
-//! Engine configuration: every SQLite knob the write-ups measured, the group-commit knobs and
-//! the resource bounds. Fixed-at-creation facts (partitions, seed, index mode) live here too and
-//! are recorded in the manifest; the rest may change from one open to the next.
+//! Engine settings, in two layers: [`CreateOptions`], what is fixed when a data directory is
+//! created (partitions, index mode, hash seed, fingerprint width; recorded in its manifest), and
+//! [`Config`], the runtime tuning that may change from one open to the next (every SQLite knob
+//! the public write-ups measured, `docs/sizing.md`; the group-commit knobs; the resource bounds).
 
 use std::{fmt, str::FromStr, time::Duration};
 
@@ -10,6 +11,7 @@ use crate::{Error, Result};
 
 /// How records are found by key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum IndexMode {
     /// The compact hash index: ~8-10 bytes a record, one index page read per lookup.
@@ -23,6 +25,7 @@ pub enum IndexMode {
 
 /// SQLite's journal mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum JournalMode {
     /// Write-ahead log: readers never block the writer.
@@ -34,19 +37,21 @@ pub enum JournalMode {
 
 /// SQLite's `synchronous` setting: what an acknowledged write survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Synchronous {
-    /// fsync at every commit: an acknowledged write survives power loss.
+    /// An acknowledged write survives power loss: it is synced before it is acknowledged.
     #[default]
     Full,
-    /// In WAL mode, fsync only at checkpoints: survives a process crash, not power loss.
+    /// In WAL mode, synced only at checkpoints: survives a process crash, not power loss.
     Normal,
-    /// No fsync at all: for bulk loads and benchmarks of the ceiling only.
+    /// No sync at all: for bulk loads and benchmarks of the ceiling only.
     Off,
 }
 
 /// How the writer opens its transactions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum TxMode {
     /// `BEGIN IMMEDIATE`: take the write lock up front, so no upgrade can fail.
@@ -90,74 +95,153 @@ text_enum!(TxMode { Immediate => "immediate", Deferred => "deferred" });
 /// Largest partition count a data directory may have (file names carry four digits).
 pub const MAX_PARTITIONS: u32 = 4096;
 
-/// Everything a [`crate::Store`] can be told.
+/// What a data directory is created with, and then is for good: recorded in its manifest
+/// ([`crate::Manifest`]). Each setting is optional. One that is given is what a new directory
+/// gets, and what an existing one must have been created with (opening refuses a difference,
+/// naming it); one that is not given is whatever an existing directory has, or the default
+/// for a new one ([`CreateOptions::defaults`]).
+///
+/// Each field's doc line is also its `shardlite serve` flag's help; the field's name is its
+/// TOML key (and, with `-` for `_`, its flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "cli", command(next_help_heading = "Engine"))]
+#[serde(deny_unknown_fields)]
+pub struct CreateOptions {
+    /// Partitions of a new data directory.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub partitions: Option<u32>,
+    /// Index mode of a new data directory.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub index: Option<IndexMode>,
+    /// Key hash seed of a new data directory.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub hash_seed: Option<u64>,
+    /// Fingerprint width of a new data directory, bits; below 32 only to force collisions in
+    /// tests (so a key of the file, not a flag).
+    #[cfg_attr(feature = "cli", arg(skip))]
+    pub fingerprint_bits: Option<u8>,
+}
+
+impl CreateOptions {
+    /// Partitions of a new directory unless given.
+    pub const DEFAULT_PARTITIONS: u32 = 256;
+    /// Hash seed of a new directory unless given: "SHARDLIT".
+    pub const DEFAULT_HASH_SEED: u64 = 0x5348_4152_444C_4954;
+    /// Fingerprint width of a new directory unless given.
+    pub const DEFAULT_FINGERPRINT_BITS: u8 = 32;
+
+    /// What a new directory gets when nothing is given: every setting at its default.
+    pub fn defaults() -> Self {
+        Self {
+            partitions: Some(Self::DEFAULT_PARTITIONS),
+            index: Some(IndexMode::default()),
+            hash_seed: Some(Self::DEFAULT_HASH_SEED),
+            fingerprint_bits: Some(Self::DEFAULT_FINGERPRINT_BITS),
+        }
+    }
+
+    /// Rejects given settings no directory can have, saying which and why.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(msg));
+        if let Some(p) = self.partitions.filter(|p| !(1..=MAX_PARTITIONS).contains(p)) {
+            return bad(format!("partitions must be 1..={MAX_PARTITIONS}, got {p}"));
+        }
+        if let Some(bits) = self.fingerprint_bits.filter(|b| !(1..=32).contains(b)) {
+            return bad(format!("fingerprint_bits must be 1..=32, got {bits}"));
+        }
+        Ok(())
+    }
+}
+
+/// How a [`crate::Store`] runs: everything that may change from one open to the next.
+///
+/// Each field's doc line is also its `shardlite serve` flag's help; the field's name is its
+/// TOML key (and, with `-` for `_`, its flag: `transaction` is `--tx`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "cli", command(next_help_heading = "Engine"))]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Partition count of a new data directory (recorded in the manifest).
-    pub partitions: u32,
-    /// Index mode of a new data directory (recorded in the manifest).
-    pub index: IndexMode,
-    /// Hash seed of a new data directory (recorded in the manifest).
-    pub hash_seed: u64,
-    /// SQLite journal mode.
+    /// SQLite journal.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub journal: JournalMode,
-    /// What an acknowledged write survives (SQLite's `synchronous` levels; see
-    /// [`Config::uses_commit_log`] for how `full` is kept).
+    /// What an acknowledged write survives.
+    // `full` is kept by the commit log or by each commit's fsync: `Config::uses_commit_log`.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub synchronous: Synchronous,
-    /// With `synchronous = full` in WAL mode: make commits durable through the shared commit
-    /// log, one flush for a whole round of commits over any number of partitions
-    /// ([`crate::commitlog`]). Off: every partition's commit fsyncs its own WAL (kept to
-    /// measure the difference).
+    /// With synchronous=full: make commits durable with one flush of the shared commit log per
+    /// round of commits (true), or with an fsync of each partition's WAL (false).
+    // One flush for a whole round of commits over any number of partitions (`crate::commitlog`);
+    // off is kept to measure the difference.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "BOOL", action = clap::ArgAction::Set))]
     pub commit_log: bool,
-    /// Bytes preallocated for each segment of the commit log, MiB (a nearly full disk gets
-    /// smaller ones): fewer segment switches against more disk held.
+    /// MiB preallocated for each commit log segment.
+    // A nearly full disk gets smaller ones: fewer segment switches against more disk held.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub log_segment_mib: u64,
-    /// SQLite page size of new partitions, bytes (512..=65536, a power of two).
+    /// SQLite page size of new partitions, bytes.
+    // 512..=65536, a power of two; it takes effect only before a partition's first table.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub page_size: u32,
-    /// SQLite `mmap_size` per connection, bytes (0: no memory mapping).
+    /// SQLite mmap_size per connection, bytes.
+    // 0: no memory mapping.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub mmap_size: u64,
     /// SQLite page cache per connection, KiB.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub cache_size_kib: u32,
-    /// How the writer begins transactions.
+    /// Writer transactions.
+    #[cfg_attr(feature = "cli", arg(long = "tx"))]
     pub transaction: TxMode,
-    /// Largest value accepted, bytes.
+    /// Largest value, bytes.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub max_value: usize,
-    /// Writer threads; partition `p` belongs to thread `p % writer_threads`. Each commit with
-    /// `synchronous = full` waits for an fsync, and fsyncs of different files overlap well
-    /// (measured: 16 threads commit 5x more than 1 with 64 callers on 16 partitions), so
-    /// this is more threads than cores on purpose.
+    /// Group-commit writer threads.
+    // Partition `p` belongs to thread `p % writer_threads`. Each commit with `synchronous =
+    // full` waits for an fsync, and fsyncs of different files overlap well (measured: 16
+    // threads commit 5x more than 1 with 64 callers on 16 partitions), so this is more threads
+    // than cores on purpose.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub writer_threads: usize,
-    /// Requests each writer thread's queue holds before writes are refused as overloaded.
+    /// Jobs each writer queue (and the lookup queue) holds before answering 503.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub queue_capacity: usize,
-    /// Most requests committed in one transaction.
+    /// Most write requests per commit; 1 turns group commit off.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub max_batch: usize,
-    /// How long a writer waits for more requests after the first, microseconds (0: none).
+    /// How long a writer waits for more requests after the first, µs.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub max_linger_us: u64,
-    /// Threads serving [`crate::Store::submit_get`] (reads for callers that must not block).
+    /// Threads serving reads.
+    // They serve `Store::submit_get`: reads for callers that must not block.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub lookup_threads: usize,
-    /// RAM for recently read records, MiB (0: no cache): a read of a cached key is answered on
-    /// the caller's thread without touching SQLite ([`crate::cache`]).
+    /// RAM for recently read records, MiB; 0: no cache.
+    // A read of a cached key is answered on the caller's thread without touching SQLite
+    // (`crate::cache`).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub record_cache_mib: u64,
-    /// Read-only connections kept per partition, opened on demand.
+    /// Read-only SQLite connections per partition.
+    // Kept per partition, opened on demand.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub readers_per_partition: usize,
-    /// WAL pages after which the writer runs a passive checkpoint.
+    /// WAL pages after which a writer checkpoints.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub checkpoint_pages: u32,
-    /// Recent index entries (in RAM) after which a partition's index is merged into its file.
+    /// Index entries held in RAM before a merge into the index file.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub merge_threshold: usize,
-    /// Fingerprint width of a new data directory; below 32 only to force collisions in tests.
-    pub fingerprint_bits: u8,
-    /// Open even if a partition's write-ahead log is missing and commits were lost with it
-    /// (logged), serving what the database files hold; otherwise such an open is refused.
+    /// Open even though a partition's write-ahead log is missing and the commits in it are
+    /// lost (refused otherwise, saying so), serving what the database files hold.
+    // The loss is logged.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub accept_wal_loss: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            partitions: 256,
-            index: IndexMode::Hash,
-            hash_seed: 0x5348_4152_444C_4954, // "SHARDLIT"
             journal: JournalMode::Wal,
             synchronous: Synchronous::Full,
             commit_log: true,
@@ -176,7 +260,6 @@ impl Default for Config {
             readers_per_partition: 2,
             checkpoint_pages: 1000,
             merge_threshold: 1 << 20,
-            fingerprint_bits: 32,
             accept_wal_loss: false,
         }
     }
@@ -197,9 +280,6 @@ impl Config {
     /// Rejects settings the engine cannot run with, saying which and why.
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(msg));
-        if !(1..=MAX_PARTITIONS).contains(&self.partitions) {
-            return bad(format!("partitions must be 1..={MAX_PARTITIONS}, got {}", self.partitions));
-        }
         if !(512..=65536).contains(&self.page_size) || !self.page_size.is_power_of_two() {
             return bad(format!("page_size must be a power of two in 512..=65536, got {}", self.page_size));
         }
@@ -218,9 +298,6 @@ impl Config {
             if v == 0 {
                 return bad(format!("{name} must be at least 1"));
             }
-        }
-        if !(1..=32).contains(&self.fingerprint_bits) {
-            return bad(format!("fingerprint_bits must be 1..=32, got {}", self.fingerprint_bits));
         }
         Ok(())
     }
@@ -255,8 +332,9 @@ mod tests {
     fn validate_names_the_bad_field() {
         let cfg = Config { page_size: 3000, ..Config::default() };
         assert!(cfg.validate().unwrap_err().to_string().contains("page_size"));
-        let cfg = Config { partitions: 0, ..Config::default() };
-        assert!(cfg.validate().unwrap_err().to_string().contains("partitions"));
+        let create = CreateOptions { partitions: Some(0), ..CreateOptions::default() };
+        assert!(create.validate().unwrap_err().to_string().contains("partitions"));
         assert!(Config::default().validate().is_ok());
+        assert!(CreateOptions::defaults().validate().is_ok());
     }
 }

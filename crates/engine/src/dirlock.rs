@@ -61,7 +61,7 @@ impl DirLock {
     /// then forgets that session: what an open does before it opens the partitions.
     pub fn begin(&mut self, layout: &Layout, config: &Config, manifest: &mut Manifest, wal_checks: bool) -> Result<()> {
         let mut lost = false;
-        for p in (0..config.partitions).filter(|_| wal_checks) {
+        for p in (0..manifest.partitions).filter(|_| wal_checks) {
             lost |= wal::check(layout, p, self.unclean, config.accept_wal_loss)?;
         }
         if self.unclean || lost || manifest.needs_epoch() {

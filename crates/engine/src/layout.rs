@@ -21,6 +21,9 @@ use std::{
 
 use crate::{Error, Result};
 
+/// The manifest's file name.
+pub const MANIFEST: &str = "shardlite.toml";
+
 /// Paths inside one data directory.
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -40,7 +43,12 @@ impl Layout {
 
     /// The manifest file.
     pub fn manifest(&self) -> PathBuf {
-        self.dir.join("shardlite.toml")
+        self.dir.join(MANIFEST)
+    }
+
+    /// Whether a data directory is here (its manifest is).
+    pub fn exists(&self) -> bool {
+        self.manifest().exists()
     }
 
     /// The lock file held while the directory is open.

@@ -37,7 +37,7 @@ pub mod ops;
 pub mod partition;
 pub mod store;
 
-pub use config::{Config, IndexMode, JournalMode, Synchronous, TxMode};
+pub use config::{Config, CreateOptions, IndexMode, JournalMode, Synchronous, TxMode};
 pub use error::{Error, Result};
 pub use keyhash::{KeyHash, KeyHasher};
 pub use manifest::Manifest;

@@ -1,4 +1,4 @@
-//! The manifest `shardlite.toml`: what a data directory is, fixed when it is created, and its
+//! The manifest ([`layout::MANIFEST`]): what a data directory is, fixed when it is created, and its
 //! epoch.
 //!
 //! A TOML file whose last line is `checksum = "<crc32c of every byte before that line>"`, so a
@@ -12,9 +12,11 @@
 //! any epoch an older copy of the directory (a restored backup) could have reached before now.
 //! Format 1 had no epoch; such a directory gets one at its first open by this build.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
-use crate::{config::IndexMode, layout, Config, Error, Result};
+use crate::{config::IndexMode, layout, CreateOptions, Error, KeyHasher, Result};
 
 /// The manifest format this build writes (it reads this one and format 1, which had no epoch).
 pub const FORMAT_VERSION: u32 = 2;
@@ -41,16 +43,32 @@ pub struct Manifest {
 const CHECKSUM_PREFIX: &str = "checksum = \"";
 
 impl Manifest {
-    /// The manifest a new directory created with `config` gets.
-    pub fn for_config(config: &Config) -> Self {
+    /// The manifest of a new directory created with `create` (defaults for what it leaves
+    /// open), at a new epoch.
+    pub fn new(create: &CreateOptions) -> Self {
         Self {
             format_version: FORMAT_VERSION,
-            partitions: config.partitions,
-            hash_seed: config.hash_seed,
-            index: config.index,
-            fingerprint_bits: config.fingerprint_bits,
+            partitions: create.partitions.unwrap_or(CreateOptions::DEFAULT_PARTITIONS),
+            hash_seed: create.hash_seed.unwrap_or(CreateOptions::DEFAULT_HASH_SEED),
+            index: create.index.unwrap_or_default(),
+            fingerprint_bits: create.fingerprint_bits.unwrap_or(CreateOptions::DEFAULT_FINGERPRINT_BITS),
             epoch: unix_seconds().max(1),
         }
+    }
+
+    /// What the directory was created with: every setting, as given.
+    pub fn created_with(&self) -> CreateOptions {
+        CreateOptions {
+            partitions: Some(self.partitions),
+            index: Some(self.index),
+            hash_seed: Some(self.hash_seed),
+            fingerprint_bits: Some(self.fingerprint_bits),
+        }
+    }
+
+    /// The key hasher of the directory: its seed, partitions and fingerprint width.
+    pub fn hasher(&self) -> KeyHasher {
+        KeyHasher::with_fingerprint_bits(self.hash_seed, self.partitions, self.fingerprint_bits)
     }
 
     /// Whether the directory has no epoch yet (made by a build before epochs).
@@ -66,14 +84,14 @@ impl Manifest {
     }
 
     /// Writes the manifest atomically.
-    pub fn write(&self, path: &std::path::Path) -> Result<()> {
+    pub fn write(&self, path: &Path) -> Result<()> {
         let body = toml::to_string(self).map_err(|e| Error::Config(e.to_string()))?;
         let text = format!("{body}{CHECKSUM_PREFIX}{:08x}\"\n", crc32c::crc32c(body.as_bytes()));
         layout::replace_file(path, |f| std::io::Write::write_all(f, text.as_bytes()))
     }
 
     /// Reads and verifies a manifest.
-    pub fn read(path: &std::path::Path) -> Result<Self> {
+    pub fn read(path: &Path) -> Result<Self> {
         let bad = |message: String| Error::Manifest { path: path.to_owned(), message };
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, &e))?;
         let split = text
@@ -99,40 +117,30 @@ impl Manifest {
         toml::from_str(body).map_err(|e| bad(e.to_string()))
     }
 
-    /// Refuses to serve `config` from a directory made with different fixed settings.
-    pub fn check_matches(&self, config: &Config, path: &std::path::Path) -> Result<()> {
-        let mismatch = |field: &str, stored: String, asked: String| Error::Manifest {
-            path: path.to_owned(),
-            message: format!(
-                "the data directory was created with {field} = {stored}, but {asked} was asked for; \
-                 use a new directory or omit the setting"
-            ),
-        };
-        if self.partitions != config.partitions {
-            return Err(mismatch("partitions", self.partitions.to_string(), config.partitions.to_string()));
+    /// Refuses a directory created with other settings than those `asked` gives (the settings
+    /// it leaves open may be anything), naming the first that differs and both values.
+    pub fn check_matches(&self, asked: &CreateOptions, path: &Path) -> Result<()> {
+        fn check<T: PartialEq + std::fmt::Display>(
+            field: &str,
+            stored: T,
+            asked: Option<T>,
+            path: &Path,
+        ) -> Result<()> {
+            match asked {
+                Some(asked) if asked != stored => Err(Error::Manifest {
+                    path: path.to_owned(),
+                    message: format!(
+                        "the data directory was created with {field} = {stored}, but {asked} was asked for; \
+                         use a new directory or omit the setting"
+                    ),
+                }),
+                _ => Ok(()),
+            }
         }
-        if self.index != config.index {
-            return Err(mismatch("index", self.index.to_string(), config.index.to_string()));
-        }
-        if self.hash_seed != config.hash_seed {
-            return Err(mismatch("hash_seed", self.hash_seed.to_string(), config.hash_seed.to_string()));
-        }
-        if self.fingerprint_bits != config.fingerprint_bits {
-            return Err(mismatch(
-                "fingerprint_bits",
-                self.fingerprint_bits.to_string(),
-                config.fingerprint_bits.to_string(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Copies the fixed settings into `config`, for callers that open whatever is there.
-    pub fn apply_to(&self, config: &mut Config) {
-        config.partitions = self.partitions;
-        config.index = self.index;
-        config.hash_seed = self.hash_seed;
-        config.fingerprint_bits = self.fingerprint_bits;
+        check("partitions", self.partitions, asked.partitions, path)?;
+        check("index", self.index, asked.index, path)?;
+        check("hash_seed", self.hash_seed, asked.hash_seed, path)?;
+        check("fingerprint_bits", self.fingerprint_bits, asked.fingerprint_bits, path)
     }
 }
 
@@ -147,8 +155,8 @@ mod tests {
     #[test]
     fn round_trips_and_detects_damage() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shardlite.toml");
-        let m = Manifest::for_config(&Config::default());
+        let path = layout::Layout::new(dir.path()).manifest();
+        let m = Manifest::new(&CreateOptions::default());
         m.write(&path).unwrap();
         assert_eq!(Manifest::read(&path).unwrap(), m);
 
@@ -164,7 +172,7 @@ mod tests {
     #[test]
     fn a_format_1_manifest_reads_without_an_epoch_and_epochs_only_grow() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shardlite.toml");
+        let path = layout::Layout::new(dir.path()).manifest();
         let body = "format_version = 1\npartitions = 4\nhash_seed = 9\nindex = \"hash\"\nfingerprint_bits = 32\n";
         std::fs::write(&path, format!("{body}checksum = \"{:08x}\"\n", crc32c::crc32c(body.as_bytes()))).unwrap();
         let mut m = Manifest::read(&path).unwrap();
@@ -182,14 +190,14 @@ mod tests {
     #[test]
     fn refuses_a_newer_format_and_a_mismatch() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shardlite.toml");
-        let newer = Manifest { format_version: FORMAT_VERSION + 1, ..Manifest::for_config(&Config::default()) };
+        let path = layout::Layout::new(dir.path()).manifest();
+        let newer = Manifest { format_version: FORMAT_VERSION + 1, ..Manifest::new(&CreateOptions::default()) };
         newer.write(&path).unwrap();
         let err = Manifest::read(&path).unwrap_err().to_string();
         assert!(err.contains("newer than this build"), "{err}");
 
-        let m = Manifest::for_config(&Config::default());
-        let asked = Config { partitions: 16, ..Config::default() };
+        let m = Manifest::new(&CreateOptions::default());
+        let asked = CreateOptions { partitions: Some(16), ..CreateOptions::default() };
         let err = m.check_matches(&asked, &path).unwrap_err().to_string();
         assert!(err.contains("partitions = 256") && err.contains("16"), "{err}");
     }

@@ -37,7 +37,7 @@ pub struct Opened<T> {
 pub type OpenedPartition<T> = (T, u64, bool);
 
 /// Opens the directory of `layout` (whose `manifest` may get a new epoch) with `config`: each
-/// partition through `open`, given what the log holds for it. With `use_log`, starts a commit
+/// of the manifest's partitions through `open`, given what the log holds for it. With `use_log`, starts a commit
 /// log for `writers` writer threads.
 pub fn open_directory<T>(
     layout: &Layout,
@@ -48,12 +48,13 @@ pub fn open_directory<T>(
     mut open: impl FnMut(u32, PartitionLog<'_>) -> Result<OpenedPartition<T>>,
 ) -> Result<Opened<T>> {
     let mut lock = DirLock::acquire(layout)?;
-    let recovery = Recovery::read(layout, config.partitions)?;
+    let partitions = manifest.partitions;
+    let recovery = Recovery::read(layout, partitions)?;
     lock.begin(layout, config, manifest, recovery.base.is_none())?;
-    let mut parts = Vec::with_capacity(config.partitions as usize);
-    let mut applied = Vec::with_capacity(config.partitions as usize);
+    let mut parts = Vec::with_capacity(partitions as usize);
+    let mut applied = Vec::with_capacity(partitions as usize);
     let mut lost = false;
-    for p in 0..config.partitions {
+    for p in 0..partitions {
         let log =
             PartitionLog { txs: &recovery.txs[p as usize], base: recovery.base.as_ref().map(|base| base[p as usize]) };
         let (part, at, lost_here) = open(p, log)?;

@@ -40,7 +40,7 @@ use crate::{
         writer::{self, Job, Maintenance, PartitionWriter, RequestResult, WriteRequest, WriterThread},
         Partition,
     },
-    Config, Error, Result, MAX_KEY_LEN,
+    Config, CreateOptions, Error, Result, MAX_KEY_LEN,
 };
 
 /// One partition's share of a batch: the operations' places in the batch, and the operations
@@ -148,67 +148,66 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Creates a new data directory (which must not hold a manifest yet) and opens it.
-    pub fn create(dir: impl AsRef<Path>, config: Config) -> Result<Self> {
-        config.validate()?;
+    /// Creates a new data directory with `create` (which must not hold a manifest yet) and
+    /// opens it with `config`.
+    pub fn create(dir: impl AsRef<Path>, create: CreateOptions, config: Config) -> Result<Self> {
         let layout = Layout::new(dir.as_ref());
-        std::fs::create_dir_all(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
-        if layout.manifest().exists() {
+        if layout.exists() {
             return Err(Error::Manifest {
                 path: layout.manifest(),
                 message: "a data directory already exists here; open it instead".into(),
             });
         }
-        let manifest = Manifest::for_config(&config);
-        manifest.write(&layout.manifest())?;
-        Self::start(layout, config, manifest)
+        Self::open_or_create(dir, create, config)
     }
 
-    /// Opens an existing data directory, refusing one whose manifest disagrees with `config`.
+    /// Opens an existing data directory with `config`; it is what its manifest says it is.
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Self> {
         let layout = Layout::new(dir.as_ref());
         let manifest = Manifest::read(&layout.manifest())?;
-        manifest.check_matches(&config, &layout.manifest())?;
         Self::start(layout, config, manifest)
     }
 
-    /// Opens `dir` if it holds a data directory, else creates one.
-    pub fn open_or_create(dir: impl AsRef<Path>, config: Config) -> Result<Self> {
-        if Layout::new(dir.as_ref()).manifest().exists() {
-            Self::open(dir, config)
-        } else {
-            Self::create(dir, config)
-        }
-    }
-
-    /// Opens an existing data directory with whatever fixed settings its manifest records
-    /// (for tools such as `check` and `stats`, which serve no particular layout).
-    pub fn open_existing(dir: impl AsRef<Path>, mut config: Config) -> Result<Self> {
+    /// Opens the data directory `dir` with `config`, creating it with `create` if it holds none
+    /// yet. An existing directory created with other settings than those `create` gives is
+    /// refused, naming the first that differs.
+    pub fn open_or_create(dir: impl AsRef<Path>, create: CreateOptions, config: Config) -> Result<Self> {
+        create.validate()?;
+        config.validate()?;
         let layout = Layout::new(dir.as_ref());
-        let manifest = Manifest::read(&layout.manifest())?;
-        manifest.apply_to(&mut config);
+        let manifest = if layout.exists() {
+            let manifest = Manifest::read(&layout.manifest())?;
+            manifest.check_matches(&create, &layout.manifest())?;
+            manifest
+        } else {
+            std::fs::create_dir_all(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
+            let manifest = Manifest::new(&create);
+            manifest.write(&layout.manifest())?;
+            manifest
+        };
         Self::start(layout, config, manifest)
     }
 
     fn start(layout: Layout, config: Config, mut manifest: Manifest) -> Result<Self> {
         config.validate()?;
-        ensure_fd_budget(&config)?;
-        let hasher = KeyHasher::with_fingerprint_bits(config.hash_seed, config.partitions, config.fingerprint_bits);
-        let threads = config.writer_threads.min(config.partitions as usize);
+        ensure_fd_budget(&config, manifest.partitions)?;
+        let hasher = manifest.hasher();
+        let threads = config.writer_threads.min(manifest.partitions as usize);
+        let created = manifest.clone();
         let Opened { lock, parts, log } =
             open_directory(&layout, &config, &mut manifest, config.uses_commit_log(), threads, |p, log| {
-                let (partition, writer, lost) = Partition::open(&layout, p, &config, hasher, log)?;
+                let (partition, writer, lost) = Partition::open(&layout, p, &config, &created, log)?;
                 let applied = partition.applied.load(Ordering::Relaxed);
                 Ok(((partition, writer), applied, lost))
             })?;
         let log = log.map(Arc::new);
         let metrics = Arc::new(Metrics::default());
-        let cache = RecordCache::new(config.record_cache_mib << 20, config.partitions).map(Arc::new);
+        let cache = RecordCache::new(config.record_cache_mib << 20, manifest.partitions).map(Arc::new);
         let (maintenance_tx, maintenance_rx) = unbounded();
         let (checkpoint_tx, checkpoint_rx) = unbounded();
         let checkpoints = Checkpoints::new(checkpoint_tx);
         let mut owned: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
-        let mut partitions = Vec::with_capacity(config.partitions as usize);
+        let mut partitions = Vec::with_capacity(manifest.partitions as usize);
         for (p, (partition, writer)) in (0..).zip(parts) {
             partition.set_epoch(manifest.epoch);
             partitions.push(partition);
@@ -259,7 +258,7 @@ impl Store {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        tracing::info!(dir = %layout.dir().display(), partitions = config.partitions, index = %config.index, "store opened");
+        tracing::info!(dir = %layout.dir().display(), partitions = manifest.partitions, index = %manifest.index, "store opened");
         Ok(Self {
             layout,
             config,
@@ -423,7 +422,7 @@ impl Store {
 
     /// Checks one partition: SQLite's `quick_check`, the record count, index <-> data.
     pub fn check_partition(&self, partition: u32) -> Result<PartitionCheck> {
-        if partition >= self.config.partitions {
+        if partition >= self.manifest.partitions {
             return Err(Error::Config(format!("no partition {partition}")));
         }
         self.shared.control(partition, |reply| Job::Check { partition, reply })?
@@ -431,7 +430,7 @@ impl Store {
 
     /// Checks every partition.
     pub fn check(&self) -> Result<Vec<PartitionCheck>> {
-        (0..self.config.partitions).map(|p| self.check_partition(p)).collect()
+        (0..self.manifest.partitions).map(|p| self.check_partition(p)).collect()
     }
 
     /// Sizes, counts and health of every partition, and the writers' counters.
@@ -541,17 +540,17 @@ fn spawn<T: Send + 'static>(name: String, f: impl FnOnce() -> T + Send + 'static
 
 /// Raises the soft open-files limit as far as needed (and allowed), and refuses a
 /// configuration that would run out of file descriptors under load.
-fn ensure_fd_budget(config: &Config) -> Result<()> {
+fn ensure_fd_budget(config: &Config, partitions: u32) -> Result<()> {
     // Per partition: the writer's db + wal, the shared shm, the index, the checkpointer's db +
     // wal, two per reader.
     let per_partition = 6 + 2 * config.readers_per_partition as u64;
-    let needed = u64::from(config.partitions) * per_partition + 64;
+    let needed = u64::from(partitions) * per_partition + 64;
     let limit = rlimit::increase_nofile_limit(needed).unwrap_or(0);
     if limit != 0 && limit < needed {
         return Err(Error::Config(format!(
             "{} partitions with {} readers each need about {needed} file descriptors, but the limit is {limit}: \
              raise `ulimit -n`, or lower readers_per_partition",
-            config.partitions, config.readers_per_partition
+            partitions, config.readers_per_partition
         )));
     }
     Ok(())

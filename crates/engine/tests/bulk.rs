@@ -21,8 +21,9 @@ fn expected(i: u64) -> Option<(u64, Vec<u8>)> {
     Some((1, format!("v{i:011}").into_bytes()))
 }
 
-fn load(dir: &std::path::Path, config: &Config, count: u64, chunk: u64) -> bulk::LoadSummary {
-    bulk::load(dir, config, &Plan { chunk, ..Plan::new(DATASET, count) }, &generate, &|_, _| {}).unwrap()
+fn load(dir: &std::path::Path, index: IndexMode, count: u64, chunk: u64) -> bulk::LoadSummary {
+    let plan = Plan { chunk, ..Plan::new(DATASET, count) };
+    bulk::load(dir, &common::small_dir(index), &common::small_config(), &plan, &generate, &|_, _| {}).unwrap()
 }
 
 fn assert_served(dir: &std::path::Path, config: &Config, upto: u64) {
@@ -40,11 +41,11 @@ fn assert_served(dir: &std::path::Path, config: &Config, upto: u64) {
 fn loads_then_appends_the_next_range() {
     for index in [IndexMode::Hash, IndexMode::Sqlite] {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config { index, ..common::small_config(index) };
-        let first = load(dir.path(), &config, 30_000, 8_000);
+        let config = common::small_config();
+        let first = load(dir.path(), index, 30_000, 8_000);
         assert_eq!((first.start, first.end, first.appended, first.records), (0, 30_000, 30_000, 30_000));
         assert_served(dir.path(), &config, 30_000);
-        let second = load(dir.path(), &config, 20_000, 8_000);
+        let second = load(dir.path(), index, 20_000, 8_000);
         assert_eq!((second.start, second.end, second.appended, second.records), (30_000, 50_000, 20_000, 50_000));
         assert_served(dir.path(), &config, 50_000);
     }
@@ -53,8 +54,8 @@ fn loads_then_appends_the_next_range() {
 #[test]
 fn a_loaded_directory_takes_writes_and_keeps_its_index_on_disk() {
     let dir = tempfile::tempdir().unwrap();
-    let config = common::small_config(IndexMode::Hash);
-    load(dir.path(), &config, 10_000, 4_000);
+    let config = common::small_config();
+    load(dir.path(), IndexMode::Hash, 10_000, 4_000);
     let store = Store::open(dir.path(), config).unwrap();
     let stats = store.stats();
     assert_eq!(stats.partitions.iter().map(|p| p.index_file_entries).sum::<u64>(), 10_000);
@@ -66,27 +67,27 @@ fn a_loaded_directory_takes_writes_and_keeps_its_index_on_disk() {
 #[test]
 fn another_data_set_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let config = common::small_config(IndexMode::Hash);
-    load(dir.path(), &config, 1_000, 1_000);
+    let (create, config) = (common::small_dir(IndexMode::Hash), common::small_config());
+    load(dir.path(), IndexMode::Hash, 1_000, 1_000);
     let other = Plan::new(Dataset { seed: 10, ..DATASET }, 10);
-    let err = bulk::load(dir.path(), &config, &other, &generate, &|_, _| {}).unwrap_err().to_string();
+    let err = bulk::load(dir.path(), &create, &config, &other, &generate, &|_, _| {}).unwrap_err().to_string();
     assert!(err.contains("seed 9"), "{err}");
 }
 
 #[test]
 fn an_interrupted_load_leaves_a_valid_directory_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let config = common::small_config(IndexMode::Hash);
+    let (create, config) = (common::small_dir(IndexMode::Hash), common::small_config());
     let failing = |i: u64, key: &mut Vec<u8>, value: &mut Vec<u8>| {
         assert!(i != 25_000, "interrupted");
         generate(i, key, value);
     };
     let plan = Plan { chunk: 10_000, ..Plan::new(DATASET, 50_000) };
     let interrupted =
-        std::panic::catch_unwind(|| bulk::load(dir.path(), &config, &plan, &failing, &|_, _| {}).map(|_| ()));
+        std::panic::catch_unwind(|| bulk::load(dir.path(), &create, &config, &plan, &failing, &|_, _| {}).map(|_| ()));
     assert!(interrupted.is_err());
     assert_served(dir.path(), &config, 20_000);
-    let resumed = load(dir.path(), &config, 30_000, 10_000);
+    let resumed = load(dir.path(), IndexMode::Hash, 30_000, 10_000);
     assert_eq!((resumed.start, resumed.appended), (20_000, 30_000));
     assert_served(dir.path(), &config, 50_000);
 }

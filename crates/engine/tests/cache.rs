@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{key, small_config, value};
-use shardlite_engine::{Condition, Config, IndexMode, Store};
+use shardlite_engine::{Condition, Config, Store};
 
 const KEYS: u32 = 2;
 const WRITERS: u32 = 2;
@@ -17,8 +17,8 @@ const WRITERS: u32 = 2;
 #[test]
 fn an_acknowledged_write_is_never_hidden_by_a_cached_older_value() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { partitions: 2, lookup_threads: 2, ..small_config(IndexMode::Hash) };
-    let store = Store::create(dir.path(), config).unwrap();
+    let config = Config { lookup_threads: 2, ..small_config() };
+    let store = Store::create(dir.path(), common::partitions(2), config).unwrap();
     for i in 0..KEYS {
         store.put(&key(i), value(i, 0), Condition::None).unwrap();
     }

@@ -11,15 +11,10 @@ mod common;
 use std::path::Path;
 
 use common::{counted, key, value};
-use shardlite_engine::{layout::Layout, Condition, Config, Error, IndexMode, Store, Synchronous};
+use shardlite_engine::{layout::Layout, Condition, Config, Error, Store, Synchronous};
 
 fn config() -> Config {
-    Config {
-        partitions: 2,
-        synchronous: Synchronous::Full,
-        checkpoint_pages: 1_000_000,
-        ..common::small_config(IndexMode::Hash)
-    }
+    Config { synchronous: Synchronous::Full, checkpoint_pages: 1_000_000, ..common::small_config() }
 }
 
 /// Copies partition `p`'s database and WAL from `from` over those of `to`.
@@ -35,7 +30,7 @@ fn put_back_partition(from: &Path, to: &Path, p: u32) {
 fn commits_a_partition_lost_come_back_from_the_log() {
     let root = tempfile::tempdir().unwrap();
     let (live, older, newer) = (root.path().join("live"), root.path().join("older"), root.path().join("newer"));
-    let store = Store::create(&live, config()).unwrap();
+    let store = Store::create(&live, common::partitions(2), config()).unwrap();
     for i in 0..50 {
         store.put(&key(i), value(i, 0), Condition::None).unwrap();
     }
@@ -73,7 +68,7 @@ fn commits_a_partition_lost_come_back_from_the_log() {
 fn a_partition_older_than_its_durable_base_is_refused_unless_the_loss_is_accepted() {
     let root = tempfile::tempdir().unwrap();
     let (live, older) = (root.path().join("live"), root.path().join("older"));
-    let store = Store::create(&live, config()).unwrap();
+    let store = Store::create(&live, common::partitions(2), config()).unwrap();
     for i in 0..40 {
         store.put(&key(i), value(i, 0), Condition::None).unwrap();
     }
@@ -104,7 +99,7 @@ fn a_partition_older_than_its_durable_base_is_refused_unless_the_loss_is_accepte
 fn replaying_updates_the_database_already_holds_changes_nothing() {
     let root = tempfile::tempdir().unwrap();
     let (live, copy) = (root.path().join("live"), root.path().join("copy"));
-    let store = Store::create(&live, config()).unwrap();
+    let store = Store::create(&live, common::partitions(2), config()).unwrap();
     for i in 0..20 {
         store.put(&key(i), value(i, 0), Condition::None).unwrap();
     }

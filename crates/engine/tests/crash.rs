@@ -17,21 +17,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use shardlite_engine::{Condition, Config, IndexMode, Store, Synchronous};
+use shardlite_engine::{Condition, Config, CreateOptions, IndexMode, Store, Synchronous};
 
 const THREADS: u32 = 6;
 const KEYS_PER_THREAD: u32 = 50;
 const ROUNDS: u32 = 6;
 
+fn directory() -> CreateOptions {
+    CreateOptions { partitions: Some(4), index: Some(IndexMode::Hash), ..CreateOptions::default() }
+}
+
 fn config() -> Config {
-    Config {
-        partitions: 4,
-        index: IndexMode::Hash,
-        synchronous: Synchronous::Full,
-        writer_threads: 2,
-        merge_threshold: 64,
-        ..Config::default()
-    }
+    Config { synchronous: Synchronous::Full, writer_threads: 2, merge_threshold: 64, ..Config::default() }
 }
 
 /// What the parent knows of one key: the last acknowledged state, and the write in flight.
@@ -132,7 +129,7 @@ fn apply_log(known: &mut HashMap<u32, KeyLog>, lines: &[String]) -> usize {
 fn crash_child() {
     let dir = std::env::var("SHARDLITE_CRASH_DIR").expect("run by the crash test");
     let round: u32 = std::env::var("SHARDLITE_CRASH_ROUND").unwrap().parse().unwrap();
-    let store = Arc::new(Store::open_or_create(&dir, config()).unwrap());
+    let store = Arc::new(Store::open_or_create(&dir, directory(), config()).unwrap());
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let threads: Vec<_> = (0..THREADS)
         .map(|t| {

@@ -6,15 +6,14 @@
 mod common;
 
 use rlimit::Resource;
-use shardlite_engine::{Condition, Config, IndexMode, Store};
+use shardlite_engine::{Condition, Store};
 
 #[test]
 fn two_hundred_fifty_six_partitions_open_under_a_soft_limit_of_1024() {
     let (_, hard) = Resource::NOFILE.get().unwrap();
     Resource::NOFILE.set(1024.min(hard), hard).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { partitions: 256, ..common::small_config(IndexMode::Hash) };
-    let store = Store::create(dir.path(), config).unwrap();
+    let store = Store::create(dir.path(), common::partitions(256), common::small_config()).unwrap();
     for i in 0..2_000 {
         store.put(&common::key(i), common::value(i, 0), Condition::None).unwrap();
     }

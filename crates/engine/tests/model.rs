@@ -16,25 +16,15 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use common::conditions::{cond, holds, resolve, Cond, Item, KeyModel};
 use proptest::{prelude::*, strategy::ValueTree, test_runner::TestRunner};
-use shardlite_engine::{Condition, Config, Error, IndexMode, Op, Outcome, Store, Version};
-
-/// One key as the model knows it.
-#[derive(Debug, Default, Clone)]
-struct KeyModel {
-    /// The current record: its version and value.
-    current: Option<(Version, Vec<u8>)>,
-    /// Every version the store answered for this key, in any epoch.
-    seen: Vec<Version>,
-}
+use shardlite_engine::{Condition, Config, CreateOptions, Error, IndexMode, Op, Outcome, Store};
 
 type Model = BTreeMap<u32, KeyModel>;
 
 #[derive(Debug, Clone)]
 enum Step {
-    Put(u32, Vec<u8>, Cond),
-    Delete(u32, Cond),
-    Get(u32),
+    One(Item<u32>),
     Batch(Vec<(u32, Option<Vec<u8>>, Cond)>),
     Merge,
     Reopen,
@@ -42,67 +32,19 @@ enum Step {
     ReopenUnclean,
 }
 
-/// A condition, chosen relative to the model so that matches (and near misses) are likely.
-#[derive(Debug, Clone, Copy)]
-enum Cond {
-    None,
-    Absent,
-    Present,
-    /// The current version (if absent: the key's most recent earlier version, if any).
-    Current,
-    /// The n-th most recent version seen for the key (a stale one, mostly).
-    Seen(usize),
-    /// A version the store never issued.
-    Unknown,
-}
-
-fn cond() -> impl Strategy<Value = Cond> {
-    prop_oneof![
-        3 => Just(Cond::None),
-        1 => Just(Cond::Absent),
-        1 => Just(Cond::Present),
-        3 => Just(Cond::Current),
-        2 => (0usize..4).prop_map(Cond::Seen),
-        1 => Just(Cond::Unknown),
-    ]
-}
-
 /// Steps over `keys` keys; `reopen` is the weight of each kind of reopen (of about 20).
 fn step(keys: u32, reopen: u32) -> impl Strategy<Value = Step> {
     let k = 0..keys;
     let v = proptest::collection::vec(any::<u8>(), 0..40);
     prop_oneof![
-        8 => (k.clone(), v.clone(), cond()).prop_map(|(k, v, c)| Step::Put(k, v, c)),
-        3 => (k.clone(), cond()).prop_map(|(k, c)| Step::Delete(k, c)),
-        4 => k.clone().prop_map(Step::Get),
-        2 => proptest::collection::vec((k, proptest::option::of(v), cond()), 1..12).prop_map(Step::Batch),
+        8 => (k.clone(), v.clone(), cond(3, 2, 4)).prop_map(|(k, v, c)| Step::One(Item::Put(k, v, c))),
+        3 => (k.clone(), cond(3, 2, 4)).prop_map(|(k, c)| Step::One(Item::Delete(k, c))),
+        4 => k.clone().prop_map(|k| Step::One(Item::Get(k))),
+        2 => proptest::collection::vec((k, proptest::option::of(v), cond(3, 2, 4)), 1..12).prop_map(Step::Batch),
         1 => Just(Step::Merge),
         reopen => Just(Step::Reopen),
         reopen => Just(Step::ReopenUnclean),
     ]
-}
-
-fn resolve(c: Cond, key: &KeyModel) -> Condition {
-    let latest = |n: usize| key.seen.iter().rev().nth(n).copied();
-    match c {
-        Cond::None => Condition::None,
-        Cond::Absent => Condition::Absent,
-        Cond::Present => Condition::Present,
-        Cond::Current => {
-            key.current.as_ref().map(|(v, _)| *v).or(latest(0)).map_or(Condition::Present, Condition::Version)
-        }
-        Cond::Seen(n) => latest(n).map_or(Condition::UnknownVersion, Condition::Version),
-        Cond::Unknown => Condition::UnknownVersion,
-    }
-}
-
-/// Whether `c` holds for the key's current record, by the model's own rules (RFC 9110).
-fn holds(c: Condition, current: Option<Version>) -> bool {
-    match (c, current) {
-        (Condition::None, _) | (Condition::Absent, None) | (Condition::Present, Some(_)) => true,
-        (Condition::Version(want), Some(have)) => want == have,
-        _ => false,
-    }
 }
 
 /// Checks the store's answer to a put against the model, and applies it.
@@ -137,27 +79,27 @@ fn check_delete(key: &mut KeyModel, c: Condition, got: Result<Outcome, Error>, w
     }
 }
 
-fn run(steps: Vec<Step>, config: Config, keys: u32) {
+fn run(steps: Vec<Step>, create: CreateOptions, config: Config, keys: u32) {
     let root = tempfile::tempdir().unwrap();
     let mut dir = root.path().join("live");
-    let mut store = Some(Store::create(&dir, config.clone()).unwrap());
+    let mut store = Some(Store::create(&dir, create, config.clone()).unwrap());
     let mut epoch = store.as_ref().unwrap().manifest().epoch;
     let mut model: Model = (0..keys).map(|k| (k, KeyModel::default())).collect();
     let key = common::key;
     for (n, step) in steps.into_iter().enumerate() {
         let s = store.as_ref().unwrap();
         match step {
-            Step::Put(k, v, c) => {
+            Step::One(Item::Put(k, v, c)) => {
                 let c = resolve(c, &model[&k]);
                 let got = s.put(&key(k), v.clone(), c).map(Outcome::Written);
                 check_put(model.get_mut(&k).unwrap(), &v, c, got, &format!("step {n}: put {k} {c:?}"));
             }
-            Step::Delete(k, c) => {
+            Step::One(Item::Delete(k, c)) => {
                 let c = resolve(c, &model[&k]);
                 let got = s.delete(&key(k), c).map(|version| Outcome::Deleted { version });
                 check_delete(model.get_mut(&k).unwrap(), c, got, &format!("step {n}: delete {k} {c:?}"));
             }
-            Step::Get(k) => {
+            Step::One(Item::Get(k)) => {
                 let got = s.get(&key(k)).unwrap().map(|r| (r.version, r.value));
                 assert_eq!(got, model[&k].current, "step {n}: get {k}");
             }
@@ -219,8 +161,12 @@ fn run(steps: Vec<Step>, config: Config, keys: u32) {
     assert_eq!(checks.iter().map(|c| c.records).sum::<u64>(), live);
 }
 
-fn config(index: IndexMode, fingerprint_bits: u8) -> Config {
-    Config { partitions: 3, merge_threshold: 6, fingerprint_bits, ..common::small_config(index) }
+fn directory(index: IndexMode, fingerprint_bits: u8) -> CreateOptions {
+    CreateOptions { partitions: Some(3), fingerprint_bits: Some(fingerprint_bits), ..common::small_dir(index) }
+}
+
+fn config() -> Config {
+    Config { merge_threshold: 6, ..common::small_config() }
 }
 
 proptest! {
@@ -228,18 +174,18 @@ proptest! {
 
     #[test]
     fn hash_index_matches_the_model(steps in proptest::collection::vec(step(40, 1), 1..80)) {
-        run(steps, config(IndexMode::Hash, 32), 40);
+        run(steps, directory(IndexMode::Hash, 32), config(), 40);
     }
 
     #[test]
     fn colliding_fingerprints_still_give_exact_answers(steps in proptest::collection::vec(step(40, 1), 1..80)) {
         // Two-bit fingerprints: every key collides with about a quarter of the others.
-        run(steps, config(IndexMode::Hash, 2), 40);
+        run(steps, directory(IndexMode::Hash, 2), config(), 40);
     }
 
     #[test]
     fn sqlite_index_matches_the_model(steps in proptest::collection::vec(step(40, 1), 1..60)) {
-        run(steps, config(IndexMode::Sqlite, 32), 40);
+        run(steps, directory(IndexMode::Sqlite, 32), config(), 40);
     }
 }
 
@@ -262,6 +208,6 @@ fn versions_never_repeat_over_a_long_run() {
         })
         .collect();
     let start = std::time::Instant::now();
-    run(steps, Config { merge_threshold: 64, ..config(IndexMode::Hash, 32) }, 16);
+    run(steps, directory(IndexMode::Hash, 32), Config { merge_threshold: 64, ..config() }, 16);
     eprintln!("{ops} operations on 16 keys in {:.1} s, no version repeated", start.elapsed().as_secs_f64());
 }

@@ -7,17 +7,17 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{key, small_config, value};
-use shardlite_engine::{Condition, Config, IndexMode, Store};
+use shardlite_engine::{Condition, Config, Store};
 
 const N: u32 = 3_000;
 
 fn config() -> Config {
-    Config { partitions: 2, ..small_config(IndexMode::Hash) }
+    small_config()
 }
 
 /// A store holding keys 0..N with their index files merged, closed.
 fn merged_store(dir: &Path) {
-    let store = Store::create(dir, config()).unwrap();
+    let store = Store::create(dir, common::partitions(2), config()).unwrap();
     for i in 0..N {
         store.put(&key(i), value(i, 0), Condition::None).unwrap();
     }
@@ -77,9 +77,9 @@ fn a_garbled_header_or_missing_index_is_rebuilt() {
 #[test]
 fn an_index_ahead_of_sqlite_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { partitions: 1, ..config() };
+    let config = config();
     {
-        let store = Store::create(dir.path(), config.clone()).unwrap();
+        let store = Store::create(dir.path(), common::partitions(1), config.clone()).unwrap();
         for i in 0..100 {
             store.put(&key(i), value(i, 0), Condition::None).unwrap();
         }
@@ -108,12 +108,12 @@ fn an_index_ahead_of_sqlite_is_rebuilt() {
 #[test]
 fn a_damaged_manifest_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    drop(Store::create(dir.path(), config()).unwrap());
-    let path = dir.path().join("shardlite.toml");
+    drop(Store::create(dir.path(), common::partitions(2), config()).unwrap());
+    let path = shardlite_engine::layout::Layout::new(dir.path()).manifest();
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replace("index = \"hash\"", "index = \"none\"")).unwrap();
     let err = Store::open(dir.path(), config()).unwrap_err().to_string();
-    assert!(err.contains("shardlite.toml") && err.contains("checksum mismatch"), "{err}");
+    assert!(err.contains(shardlite_engine::layout::MANIFEST) && err.contains("checksum mismatch"), "{err}");
     std::fs::write(&path, "garbage").unwrap();
     let err = Store::open(dir.path(), config()).unwrap_err().to_string();
     assert!(err.contains("no checksum line"), "{err}");

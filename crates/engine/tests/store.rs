@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{counted, key, small_config, value};
+use common::{counted, key, partitions, small_config, small_dir, value};
 use shardlite_engine::{Condition, Config, Error, IndexMode, Op, Outcome, Store, Version};
 
 fn all_modes() -> [IndexMode; 2] {
@@ -15,7 +15,7 @@ fn all_modes() -> [IndexMode; 2] {
 fn put_get_update_delete_in_every_indexed_mode() {
     for mode in all_modes() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), small_config(mode)).unwrap();
+        let store = Store::create(dir.path(), small_dir(mode), small_config()).unwrap();
         let k = key(1);
         assert_eq!(store.get(&k).unwrap(), None, "{mode}");
         let one = store.put(&k, b"one".to_vec(), Condition::None).unwrap();
@@ -38,7 +38,7 @@ fn put_get_update_delete_in_every_indexed_mode() {
 #[test]
 fn conditional_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
+    let store = Store::create(dir.path(), small_dir(IndexMode::Hash), small_config()).unwrap();
     let k = key(7);
     let absent = Error::ConditionFailed { current: None };
     assert_eq!(store.put(&k, b"x".to_vec(), Condition::Present), Err(absent.clone()));
@@ -71,8 +71,8 @@ fn conditional_writes() {
 #[test]
 fn bad_input_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { max_value: 100, ..small_config(IndexMode::Hash) };
-    let store = Store::create(dir.path(), config).unwrap();
+    let config = Config { max_value: 100, ..small_config() };
+    let store = Store::create(dir.path(), small_dir(IndexMode::Hash), config).unwrap();
     assert_eq!(store.get(b""), Err(Error::InvalidKey { len: 0, max: 1024 }));
     assert_eq!(store.get(&[1u8; 1025]), Err(Error::InvalidKey { len: 1025, max: 1024 }));
     assert!(store.get(&[1u8; 1024]).unwrap().is_none());
@@ -85,7 +85,7 @@ fn bad_input_is_a_typed_error() {
 #[test]
 fn index_mode_none_appends_and_refuses_lookups() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), small_config(IndexMode::None)).unwrap();
+    let store = Store::create(dir.path(), small_dir(IndexMode::None), small_config()).unwrap();
     for i in 0..100 {
         assert!(store.put(&key(i), value(i, 0), Condition::None).unwrap().created);
     }
@@ -100,7 +100,7 @@ fn index_mode_none_appends_and_refuses_lookups() {
 #[test]
 fn batches_apply_in_order_and_answer_per_operation() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
+    let store = Store::create(dir.path(), small_dir(IndexMode::Hash), small_config()).unwrap();
     let (a, b) = (key(1), key(2));
     let first = store.batch(vec![Op::Put { key: a.clone(), value: b"1".to_vec(), condition: Condition::Absent }]);
     let Ok(Outcome::Written(written)) = first.unwrap().remove(0) else { panic!("the insert failed") };
@@ -139,9 +139,9 @@ fn batches_apply_in_order_and_answer_per_operation() {
 #[test]
 fn data_survives_reopen_and_merges() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { merge_threshold: 50, ..small_config(IndexMode::Hash) };
+    let config = Config { merge_threshold: 50, ..small_config() };
     {
-        let store = Store::create(dir.path(), config.clone()).unwrap();
+        let store = Store::create(dir.path(), small_dir(IndexMode::Hash), config.clone()).unwrap();
         for i in 0..1_000 {
             store.put(&key(i), value(i, 0), Condition::None).unwrap();
         }
@@ -173,8 +173,8 @@ fn data_survives_reopen_and_merges() {
 #[test]
 fn merges_drop_entries_of_deleted_records() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { partitions: 1, merge_threshold: 1_000_000, ..small_config(IndexMode::Hash) };
-    let store = Store::create(dir.path(), config).unwrap();
+    let config = Config { merge_threshold: 1_000_000, ..small_config() };
+    let store = Store::create(dir.path(), partitions(1), config).unwrap();
     for i in 0..100 {
         store.put(&key(i), value(i, 0), Condition::None).unwrap();
     }
@@ -195,15 +195,15 @@ fn merges_drop_entries_of_deleted_records() {
 #[test]
 fn the_manifest_guards_the_directory() {
     let dir = tempfile::tempdir().unwrap();
-    drop(Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap());
-    let err = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap_err();
+    drop(Store::create(dir.path(), small_dir(IndexMode::Hash), small_config()).unwrap());
+    let err = Store::create(dir.path(), small_dir(IndexMode::Hash), small_config()).unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");
-    let err = Store::open(dir.path(), Config { partitions: 8, ..small_config(IndexMode::Hash) }).unwrap_err();
+    let err = Store::open_or_create(dir.path(), partitions(8), small_config()).unwrap_err();
     assert!(err.to_string().contains("partitions = 4"), "{err}");
-    let err = Store::open(dir.path(), small_config(IndexMode::Sqlite)).unwrap_err();
+    let err = Store::open_or_create(dir.path(), small_dir(IndexMode::Sqlite), small_config()).unwrap_err();
     assert!(err.to_string().contains("index = hash"), "{err}");
-    let reopened = Store::open_existing(dir.path(), Config::default()).unwrap();
-    assert_eq!(reopened.config().partitions, 4);
+    let reopened = Store::open(dir.path(), Config::default()).unwrap();
+    assert_eq!(reopened.manifest().partitions, 4);
     let empty = tempfile::tempdir().unwrap();
     assert!(matches!(Store::open(empty.path(), Config::default()), Err(Error::Io { .. })));
 }
@@ -213,9 +213,9 @@ fn the_manifest_guards_the_directory() {
 #[test]
 fn a_format_1_directory_gets_an_epoch_and_clean_reopens_keep_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let config = small_config(IndexMode::Hash);
+    let config = small_config();
     let written = {
-        let store = Store::create(dir.path(), config.clone()).unwrap();
+        let store = Store::create(dir.path(), small_dir(IndexMode::Hash), config.clone()).unwrap();
         store.put(&key(1), value(1, 0), Condition::None).unwrap().version
     };
     let path = shardlite_engine::layout::Layout::new(dir.path()).manifest();
@@ -255,13 +255,12 @@ fn crc32c_of(bytes: &[u8]) -> u32 {
 fn a_full_queue_answers_overloaded_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
-        partitions: 1,
         writer_threads: 1,
         queue_capacity: 1,
         synchronous: shardlite_engine::Synchronous::Full,
-        ..small_config(IndexMode::Hash)
+        ..small_config()
     };
-    let store = Store::create(dir.path(), config).unwrap();
+    let store = Store::create(dir.path(), partitions(1), config).unwrap();
     let mut pending = Vec::new();
     let mut overloaded = 0;
     for i in 0..2_000 {
@@ -281,7 +280,7 @@ fn a_full_queue_answers_overloaded_at_once() {
 #[test]
 fn stats_count_records_and_batches() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
+    let store = Store::create(dir.path(), small_dir(IndexMode::Hash), small_config()).unwrap();
     let ops: Vec<Op> =
         (0..200).map(|i| Op::Put { key: key(i), value: value(i, 0), condition: Condition::None }).collect();
     store.batch(ops).unwrap();
@@ -296,7 +295,7 @@ fn stats_count_records_and_batches() {
 #[test]
 fn async_callers_await_commits() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), small_config(IndexMode::Hash)).unwrap();
+    let store = Store::create(dir.path(), small_dir(IndexMode::Hash), small_config()).unwrap();
     let pending = store.submit(Op::Put { key: key(3), value: value(3, 0), condition: Condition::None }).unwrap();
     let outcome = block_on(pending).unwrap();
     assert!(matches!(outcome, Outcome::Written(w) if w.created && w.version.counter == 1), "{outcome:?}");
@@ -332,8 +331,8 @@ fn block_on<F: std::future::Future>(fut: F) -> F::Output {
 #[test]
 fn the_writer_checkpoints_and_keeps_the_wal_small() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { partitions: 1, checkpoint_pages: 16, ..small_config(IndexMode::Hash) };
-    let store = Store::create(dir.path(), config).unwrap();
+    let config = Config { checkpoint_pages: 16, ..small_config() };
+    let store = Store::create(dir.path(), partitions(1), config).unwrap();
     for i in 0..3_000 {
         store.put(&key(i), vec![7; 200], Condition::None).unwrap();
     }

@@ -10,19 +10,19 @@ mod common;
 use std::path::Path;
 
 use common::{key, small_config, value};
-use shardlite_engine::{Condition, Config, Error, IndexMode, Store};
+use shardlite_engine::{Condition, Config, Error, Store};
 
 const N: u32 = 200;
 
 fn config() -> Config {
     // No checkpoint runs while the test writes: every commit stays in the logs.
-    Config { partitions: 2, checkpoint_pages: 1_000_000, ..small_config(IndexMode::Hash) }
+    Config { checkpoint_pages: 1_000_000, ..small_config() }
 }
 
 /// Writes keys 0..N into a new store at `live`, copies the directory (the store still open,
 /// nothing in flight: as a crash leaves it) to `copy`, then closes the live store.
 fn crashed_copy(live: &Path, copy: &Path) {
-    let store = Store::create(live, config()).unwrap();
+    let store = Store::create(live, common::partitions(2), config()).unwrap();
     for i in 0..N {
         store.put(&key(i), value(i, 0), Condition::None).unwrap();
     }
@@ -96,7 +96,7 @@ fn an_accepted_loss_serves_what_the_databases_hold_and_is_forgotten_after_a_clea
 #[test]
 fn a_directory_in_use_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), config()).unwrap();
+    let store = Store::create(dir.path(), common::partitions(2), config()).unwrap();
     let err = Store::open(dir.path(), config()).unwrap_err();
     assert!(matches!(err, Error::InUse { .. }), "{err:?}");
     assert!(err.to_string().contains("in use"), "{err}");

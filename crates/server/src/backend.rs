@@ -1,33 +1,92 @@
 //! [`Backend`]: the seam between the HTTP layer and storage. The handlers only talk to this
-//! trait; [`SqliteBackend`] delegates to shardlite's engine ([`Store`]) and
-//! [`crate::postgres::PgBackend`] to a PostgreSQL server. Both speak the engine's vocabulary
-//! ([`Op`], [`Outcome`], [`Record`], [`EngineError`]): counter 1 on insert and +1 per update,
-//! conditions checked atomically with the write, `NotFound` / `ConditionFailed { current }`.
+//! trait; [`crate::SqliteBackend`] delegates to shardlite's engine and the PostgreSQL backend
+//! (crate `shardlite-postgres`) to a PostgreSQL server. Both take and answer the engine's
+//! operations ([`Op`], [`Outcome`], [`Record`]: counter 1 on insert and +1 per update,
+//! conditions checked atomically with the write), fail with this layer's own [`BackendError`]
+//! and report typed [`Figures`]; the handlers alone turn those into statuses, JSON and
+//! OpenMetrics. The seam knows no output format and imports no handler.
 
-use std::{future::Future, pin::Pin, sync::Arc};
+use std::{future::Future, pin::Pin};
 
-use prometheus_client::encoding::DescriptorEncoder;
-use shardlite_engine::{Error as EngineError, Op, Outcome, Record, Store};
+use shardlite_engine::{Op, Outcome, Record, Version, MAX_KEY_LEN};
 
-use crate::metrics;
+use crate::figures::Figures;
 
 /// A boxed, sendable future: what the object-safe [`Backend`] methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// What a backend can fail with: the engine's errors (also used by other backends for the
-/// same situations: not found, condition failed, too large, overloaded, closed), or a failure
-/// of a database server the engine knows nothing about.
+/// What a backend can fail with, one variant per answer the HTTP layer gives
+/// (`crate::error` maps each to its status and code). Variants that only say how storage
+/// failed carry the backend's own message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BackendError {
-    /// An error with the engine's meaning (and status mapping).
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    /// The database cannot be reached right now (no pooled connection in time): 503.
+    /// A condition did not hold: the answer a compare-and-set gets when it lost.
+    #[error("{}", condition_failed(current))]
+    ConditionFailed {
+        /// The record's version when the condition was evaluated (`None`: no record).
+        current: Option<Version>,
+    },
+    /// No record has the key, and the operation needs one.
+    #[error("key not found")]
+    NotFound,
+    /// The key is empty or longer than [`MAX_KEY_LEN`].
+    #[error("key length {len} is outside 1..={MAX_KEY_LEN} bytes")]
+    InvalidKey {
+        /// Length of the key.
+        len: usize,
+    },
+    /// The value is longer than [`Backend::max_value`].
+    #[error("value length {len} exceeds the maximum of {max} bytes")]
+    ValueTooLarge {
+        /// Length of the value.
+        len: usize,
+        /// The largest value, bytes.
+        max: usize,
+    },
+    /// The storage does not serve this operation (an append-only directory).
+    #[error("{0}")]
+    Unsupported(String),
+    /// Too much is queued; retry later.
+    #[error("{0}")]
+    Overloaded(String),
+    /// The storage is shutting down or closed.
+    #[error("the store is closed")]
+    Closed,
+    /// The disk is full; the write was rolled back and may be retried.
+    #[error("disk full: {0}")]
+    DiskFull(String),
+    /// A partition used all of its record ids.
+    #[error("{0}")]
+    PartitionFull(String),
+    /// A partition refuses writes after a failed commit.
+    #[error("{0}")]
+    Poisoned(String),
+    /// A file failed its format checks.
+    #[error("{0}")]
+    Corrupt(String),
+    /// The operating system failed an I/O.
+    #[error("{0}")]
+    Io(String),
+    /// SQLite failed.
+    #[error("{0}")]
+    Sqlite(String),
+    /// Any other failure of the storage.
+    #[error("{0}")]
+    Internal(String),
+    /// The database cannot be reached right now (no pooled connection in time).
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
-    /// The database refused or failed a statement: 500.
+    /// The database refused or failed a statement.
     #[error("database error: {0}")]
     Database(String),
+}
+
+fn condition_failed(current: &Option<Version>) -> String {
+    match current {
+        Some(version) => format!("the condition does not hold: the record is now at version {version}"),
+        None => "the condition does not hold: no record exists for this key".to_owned(),
+    }
 }
 
 /// A result of a backend operation.
@@ -53,73 +112,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// failed) is its result; the others still run.
     fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, BackendResult<Vec<BackendResult<Outcome>>>>;
 
-    /// The backend's part of `/stats`: a JSON object whose fields join the document.
-    fn stats(&self) -> BoxFuture<'_, BackendResult<serde_json::Map<String, serde_json::Value>>>;
-
-    /// Adds the backend's own figures to a `/metrics` scrape (called off the async runtime).
-    fn encode_metrics(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error>;
+    /// The backend's figures now, for `/stats` and `/metrics`.
+    fn figures(&self) -> BoxFuture<'_, BackendResult<Figures>>;
 
     /// Commits what is pending and releases the storage; later calls fail with `Closed`.
     fn close(&self) -> BoxFuture<'_, ()>;
-}
-
-/// shardlite's own engine: SQLite partitions, compact index, group commit.
-#[derive(Debug, Clone)]
-pub struct SqliteBackend {
-    store: Arc<Store>,
-}
-
-impl SqliteBackend {
-    /// Serves `store`.
-    pub fn new(store: Arc<Store>) -> Self {
-        Self { store }
-    }
-}
-
-impl Backend for SqliteBackend {
-    fn name(&self) -> &'static str {
-        "sqlite"
-    }
-
-    fn max_value(&self) -> usize {
-        self.store.config().max_value
-    }
-
-    fn get(&self, key: Vec<u8>) -> BoxFuture<'_, BackendResult<Option<Record>>> {
-        Box::pin(async move { Ok(self.store.submit_get(key)?.await?) })
-    }
-
-    fn write(&self, op: Op) -> BoxFuture<'_, BackendResult<Outcome>> {
-        Box::pin(async move { Ok(self.store.submit(op)?.await?) })
-    }
-
-    fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, BackendResult<Vec<BackendResult<Outcome>>>> {
-        Box::pin(async move {
-            let outcomes = self.store.submit_batch(ops)?.resolve().await;
-            Ok(outcomes.into_iter().map(|r| r.map_err(BackendError::from)).collect())
-        })
-    }
-
-    fn stats(&self) -> BoxFuture<'_, BackendResult<serde_json::Map<String, serde_json::Value>>> {
-        let store = Arc::clone(&self.store);
-        Box::pin(async move {
-            // The figures include file sizes: read them on a blocking thread.
-            tokio::task::spawn_blocking(move || crate::stats::sqlite_fields(&store))
-                .await
-                .map_err(|e| BackendError::Database(format!("stats failed: {e}")))
-        })
-    }
-
-    fn encode_metrics(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        metrics::encode_store(&self.store, enc)
-    }
-
-    fn close(&self) -> BoxFuture<'_, ()> {
-        let store = Arc::clone(&self.store);
-        Box::pin(async move {
-            if let Err(err) = tokio::task::spawn_blocking(move || store.close()).await {
-                tracing::error!(%err, "closing the store failed");
-            }
-        })
-    }
 }

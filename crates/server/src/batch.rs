@@ -5,7 +5,7 @@
 
 use hyper::{body::Incoming, header::HeaderValue, header::RETRY_AFTER, StatusCode};
 use serde::{Deserialize, Serialize};
-use shardlite_engine::{Condition, Error as EngineError, Op, Outcome, Version};
+use shardlite_engine::{Condition, Op, Outcome, Version};
 
 use crate::{
     backend::BackendError,
@@ -14,7 +14,7 @@ use crate::{
     error::ApiError,
     key::{decode, parse_key},
     response::{self, etag_text, Response},
-    service::State,
+    state::State,
 };
 
 /// The request body.
@@ -93,7 +93,7 @@ pub async fn handle(state: &State, body: Incoming) -> Result<Response, ApiError>
         for (slot, outcome) in slots.into_iter().zip(outcomes) {
             results[slot] = Some(match outcome {
                 Ok(outcome) => success_result(outcome),
-                Err(err) => engine_error_result(err),
+                Err(err) => backend_error_result(err),
             });
         }
     }
@@ -131,7 +131,7 @@ fn to_op(wire: WireOp, max_value: usize) -> Result<Op, ApiError> {
         WireOp::Put { key, value, if_match, if_none_match } => {
             let key = parse_key(&key)?;
             if value.len() / 2 > max_value {
-                return Err(ApiError::from(EngineError::ValueTooLarge { len: value.len() / 2, max: max_value }));
+                return Err(ApiError::from(BackendError::ValueTooLarge { len: value.len() / 2, max: max_value }));
             }
             let value = decode(&value).map_err(|why| bad_item("bad_value", format!("the value {why}")))?;
             let condition = match (if_match, if_none_match) {
@@ -172,7 +172,7 @@ fn success_result(outcome: Outcome) -> ItemResult {
         Outcome::Found(Some(record)) => {
             ItemResult { status: 200, value: Some(hex::encode(record.value)), ..versioned(Some(record.version)) }
         }
-        Outcome::Found(None) => engine_error_result(EngineError::NotFound),
+        Outcome::Found(None) => backend_error_result(BackendError::NotFound),
         Outcome::Written(w) => ItemResult { status: if w.created { 201 } else { 200 }, ..versioned(Some(w.version)) },
         Outcome::Deleted { version } => ItemResult { status: 204, ..versioned(Some(version)) },
     }
@@ -192,11 +192,10 @@ fn error_result(err: ApiError) -> ItemResult {
     }
 }
 
-fn engine_error_result(err: impl Into<BackendError>) -> ItemResult {
-    let err = err.into();
+fn backend_error_result(err: BackendError) -> ItemResult {
     // The single-key route sends a failed condition's current tag as the ETag.
     let current = match err {
-        BackendError::Engine(EngineError::ConditionFailed { current }) => current,
+        BackendError::ConditionFailed { current } => current,
         _ => None,
     };
     let ItemResult { etag, counter, .. } = versioned(current);

@@ -1,6 +1,6 @@
 //! [`ApiError`]: every refusal the server answers, with its status, its JSON body
 //! `{"error": "<code>", "message": "..."}` and the headers that go with it (`Retry-After`,
-//! `Allow`, `WWW-Authenticate`, `ETag`); and the one mapping from engine errors to statuses.
+//! `Allow`, `WWW-Authenticate`, `ETag`); and the one mapping from backend errors to statuses.
 //! `docs/http-api.md` documents the same table: change both together.
 
 use hyper::{
@@ -8,7 +8,7 @@ use hyper::{
     StatusCode,
 };
 use serde::Serialize;
-use shardlite_engine::Error as EngineError;
+use shardlite_engine::Version;
 
 use crate::{
     backend::BackendError,
@@ -86,6 +86,25 @@ impl ApiError {
             .with_header(WWW_AUTHENTICATE, HeaderValue::from_static(challenge))
     }
 
+    /// 404: no record has the key.
+    pub fn not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", BackendError::NotFound.to_string())
+    }
+
+    /// 412: a condition did not hold; the current tag (if the key exists) as the `ETag`, so a
+    /// compare-and-set client can retry without a GET.
+    pub fn precondition_failed(current: Option<Version>) -> Self {
+        let err = Self::new(
+            StatusCode::PRECONDITION_FAILED,
+            "precondition_failed",
+            BackendError::ConditionFailed { current }.to_string(),
+        );
+        match current {
+            Some(version) => err.with_header(hyper::header::ETAG, etag(version)),
+            None => err,
+        }
+    }
+
     /// 503 + `Retry-After`.
     fn unavailable(code: &'static str, message: String) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
@@ -106,44 +125,27 @@ impl ApiError {
 
 impl From<BackendError> for ApiError {
     fn from(err: BackendError) -> Self {
-        match err {
-            BackendError::Engine(err) => Self::from(err),
-            BackendError::Unavailable(_) => Self::unavailable("unavailable", err.to_string()),
-            BackendError::Database(_) => {
-                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "database_error", err.to_string())
-            }
-        }
-    }
-}
-
-impl From<EngineError> for ApiError {
-    fn from(err: EngineError) -> Self {
         let message = err.to_string();
         match err {
-            EngineError::InvalidKey { len: 0, .. } => Self::bad_key(message),
-            EngineError::InvalidKey { .. } => Self::new(StatusCode::PAYLOAD_TOO_LARGE, "key_too_large", message),
-            EngineError::ValueTooLarge { .. } => Self::new(StatusCode::PAYLOAD_TOO_LARGE, "value_too_large", message),
-            EngineError::NotFound => Self::new(StatusCode::NOT_FOUND, "not_found", message),
-            EngineError::ConditionFailed { current } => {
-                let err = Self::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message);
-                // The current tag lets a compare-and-set client retry without a GET.
-                match current {
-                    Some(version) => err.with_header(hyper::header::ETAG, etag(version)),
-                    None => err,
-                }
-            }
+            BackendError::InvalidKey { len: 0, .. } => Self::bad_key(message),
+            BackendError::InvalidKey { .. } => Self::new(StatusCode::PAYLOAD_TOO_LARGE, "key_too_large", message),
+            BackendError::ValueTooLarge { .. } => Self::new(StatusCode::PAYLOAD_TOO_LARGE, "value_too_large", message),
+            BackendError::NotFound => Self::not_found(),
+            BackendError::ConditionFailed { current } => Self::precondition_failed(current),
             // Index mode `none` serves only unconditional PUTs on /kv.
-            EngineError::Unsupported { .. } => Self::new(StatusCode::METHOD_NOT_ALLOWED, "unsupported", message)
+            BackendError::Unsupported(_) => Self::new(StatusCode::METHOD_NOT_ALLOWED, "unsupported", message)
                 .with_header(ALLOW, HeaderValue::from_static("PUT")),
-            EngineError::Overloaded { .. } => Self::unavailable("overloaded", message),
-            EngineError::Closed => Self::unavailable("closed", message),
-            EngineError::DiskFull(_) => Self::new(StatusCode::INSUFFICIENT_STORAGE, "disk_full", message),
-            EngineError::PartitionFull { .. } => Self::new(StatusCode::INSUFFICIENT_STORAGE, "partition_full", message),
-            EngineError::Poisoned { .. } => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "poisoned", message),
-            EngineError::Corrupt { .. } => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt", message),
-            EngineError::Io { .. } => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "io_error", message),
-            EngineError::Sqlite(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "sqlite_error", message),
-            // Manifest, Config and any variant added later: none is the client's doing.
+            BackendError::Overloaded(_) => Self::unavailable("overloaded", message),
+            BackendError::Closed => Self::unavailable("closed", message),
+            BackendError::Unavailable(_) => Self::unavailable("unavailable", message),
+            BackendError::DiskFull(_) => Self::new(StatusCode::INSUFFICIENT_STORAGE, "disk_full", message),
+            BackendError::PartitionFull(_) => Self::new(StatusCode::INSUFFICIENT_STORAGE, "partition_full", message),
+            BackendError::Poisoned(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "poisoned", message),
+            BackendError::Corrupt(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt", message),
+            BackendError::Io(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "io_error", message),
+            BackendError::Sqlite(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "sqlite_error", message),
+            BackendError::Database(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "database_error", message),
+            // Internal and any variant added later: none is the client's doing.
             _ => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),
         }
     }
@@ -153,9 +155,11 @@ impl From<EngineError> for ApiError {
 mod tests {
     use super::*;
 
+    use shardlite_engine::Error as EngineError;
+
     #[test]
     fn engine_errors_map_to_the_documented_statuses() {
-        let status = |e: EngineError| ApiError::from(e).status.as_u16();
+        let status = |e: EngineError| ApiError::from(BackendError::from(e)).status.as_u16();
         assert_eq!(status(EngineError::InvalidKey { len: 0, max: 1024 }), 400);
         assert_eq!(status(EngineError::InvalidKey { len: 2000, max: 1024 }), 413);
         assert_eq!(status(EngineError::ValueTooLarge { len: 2, max: 1 }), 413);
@@ -172,10 +176,10 @@ mod tests {
 
     #[test]
     fn overload_says_when_to_retry_and_a_failed_condition_names_the_current_tag() {
-        let err = ApiError::from(EngineError::Overloaded { partition: 1 });
+        let err = ApiError::from(BackendError::from(EngineError::Overloaded { partition: 1 }));
         assert!(err.headers.contains(&(RETRY_AFTER, HeaderValue::from_static("1"))));
         let current = Some(shardlite_engine::Version { epoch: 9, id: 3, counter: 7 });
-        let err = ApiError::from(EngineError::ConditionFailed { current });
+        let err = ApiError::from(BackendError::from(EngineError::ConditionFailed { current }));
         assert!(err.headers.contains(&(hyper::header::ETAG, HeaderValue::from_static("\"9.3.7\""))));
         assert_eq!(err.message, "the condition does not hold: the record is now at version 9.3.7");
         let err = ApiError::from(BackendError::Unavailable("no connection".into()));

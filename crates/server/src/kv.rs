@@ -13,7 +13,7 @@ use crate::{
     key::parse_key,
     response::{self, etag, Response},
     routes::kv_key,
-    service::State,
+    state::State,
 };
 
 /// Serves one `/kv/{key}` request (the method is already known to be allowed).
@@ -34,7 +34,7 @@ async fn read(state: &State, key: Vec<u8>, head: &Parts) -> Result<Response, Api
     if let Some(status) = conditional::for_read(&head.headers, current)? {
         if status == StatusCode::PRECONDITION_FAILED {
             // An error like any other: the JSON body, and the current tag as the ETag.
-            return Err(ApiError::from(shardlite_engine::Error::ConditionFailed { current }));
+            return Err(ApiError::precondition_failed(current));
         }
         let mut resp = response::empty(status);
         if let Some(version) = current {
@@ -44,7 +44,7 @@ async fn read(state: &State, key: Vec<u8>, head: &Parts) -> Result<Response, Api
     }
     match record {
         Some(r) => Ok(response::value(r.version, r.value, head.method == Method::HEAD)),
-        None => Err(ApiError::from(shardlite_engine::Error::NotFound)),
+        None => Err(ApiError::not_found()),
     }
 }
 

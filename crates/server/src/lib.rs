@@ -1,6 +1,6 @@
-//! shardlite's HTTP server: the key-value API of SPEC §2 (`/kv/{key}`, `/batch`, `/healthz`,
-//! `/stats`, `/metrics`) over a [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
-//! [`shardlite_engine::Store`]) or PostgreSQL ([`postgres::PgBackend`]). `docs/http-api.md` is
+//! shardlite's HTTP server: the key-value API (`/kv/{key}`, `/batch`, `/healthz`, `/stats`,
+//! `/metrics`) over a [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
+//! [`shardlite_engine::Store`]) or PostgreSQL (`PgBackend`, crate `shardlite-postgres`). `docs/http-api.md` is
 //! the contract.
 //!
 //! ```text
@@ -17,11 +17,14 @@
 //! ```
 //!
 //! No handler runs SQLite or other blocking work on the async runtime's threads. Modules:
-//! [`backend`] (the storage trait and its SQLite implementation), [`postgres`] (the PostgreSQL
-//! one), [`server`] (accept loop, limits, shutdown), `service` (one request: route, auth, metrics),
-//! `kv`, `batch`, `stats` and `metrics` (the routes), `conditional` (If-Match and
+//! [`backend`] (the storage trait and its error), [`figures`] (what a backend reports),
+//! [`sqlite`] (the engine's backend), [`server`] (accept loop,
+//! limits, shutdown), `service` (one request: route, auth, metrics), `state` (what handlers
+//! share), `kv`, `batch`, `stats` and `metrics` (the routes), `conditional` (If-Match and
 //! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
-//! status and JSON body), `auth`, `procinfo`, `response`, [`options`].
+//! status and JSON body), `auth`, `response`, [`options`]; the process's figures come from crate
+//! `shardlite-proc`. The backends import no
+//! handler: the handlers render what the backends return.
 
 mod auth;
 pub mod backend;
@@ -29,22 +32,25 @@ mod batch;
 mod body;
 mod conditional;
 pub mod error;
+pub mod figures;
 mod key;
 mod kv;
 mod metrics;
 pub mod options;
-pub mod postgres;
-mod procinfo;
 mod response;
 mod routes;
 pub mod server;
 mod service;
+pub mod sqlite;
+mod state;
 mod stats;
 
-pub use backend::{Backend, BackendError, SqliteBackend};
+pub use backend::{Backend, BackendError, BackendResult, BoxFuture};
 /// The `POST /batch` body decoder, exposed for the fuzz targets (`fuzz/`) only.
 #[doc(hidden)]
 pub use batch::decode_batch;
 pub use error::ApiError;
+pub use figures::Figures;
 pub use options::ServerOptions;
 pub use server::{run, run_store};
+pub use sqlite::SqliteBackend;

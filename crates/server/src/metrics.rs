@@ -1,27 +1,28 @@
 //! `/metrics` in the OpenMetrics text format (which Prometheus scrapes): request latency
 //! histograms per route, method and status (their `_count` is the request count), open
-//! connections, and, read from the store and `/proc` at each scrape, the engine's commits,
-//! requests per commit, durable commits, records, file sizes (WAL included), index merges,
-//! queue depth and the process's CPU time and I/O — or, on PostgreSQL, its own figures
-//! (`crate::postgres`).
+//! connections, and, from the backend's [`Figures`] and `/proc` at each scrape, the engine's
+//! commits, requests per commit, durable commits, records, file sizes (WAL included), index
+//! merges, queue depth and the process's CPU time and I/O — or, on PostgreSQL, its own figures.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet},
+    encoding::{text, DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet},
     metrics::{
         counter::ConstCounter,
         family::Family,
-        gauge::{ConstGauge, Gauge},
+        gauge::{self, ConstGauge},
         histogram::{exponential_buckets, Histogram},
         MetricType, TypedMetric,
     },
     registry::Registry,
 };
-use shardlite_engine::{JournalMode, Store, Synchronous};
+use shardlite_engine::{JournalMode, Synchronous};
 
-use crate::{backend::Backend, procinfo::ProcessStats};
+use shardlite_proc::ProcessStats;
+
+use crate::figures::{Figures, PostgresFigures, SqliteFigures};
 
 /// The labels of a request's metrics.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -33,17 +34,16 @@ struct RequestLabels {
 
 type HistogramFamily = Family<RequestLabels, Histogram, fn() -> Histogram>;
 
-/// The server's metrics and the registry that renders them with the store's.
+/// The server's own metrics, kept between scrapes.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     requests: HistogramFamily,
-    connections: Gauge,
+    connections: gauge::Gauge,
 }
 
-impl Metrics {
-    /// Metrics for a server of `backend`.
-    pub fn new(backend: Arc<dyn Backend>) -> Self {
+impl Default for Metrics {
+    fn default() -> Self {
         let mut registry = Registry::default();
         // 50 µs .. 1.6 s: a cached GET is tens of µs, a durable commit a few ms.
         let requests: HistogramFamily =
@@ -53,102 +53,98 @@ impl Metrics {
             "Time from a request's headers to its response, by route, method and status; _count counts requests",
             requests.clone(),
         );
-        let connections = Gauge::default();
+        let connections = gauge::Gauge::default();
         registry.register("shardlite_http_connections_open", "HTTP connections open now", connections.clone());
-        registry.register_collector(Box::new(BackendCollector { backend }));
         Self { registry, requests, connections }
     }
+}
 
+impl Metrics {
     /// Records one answered request.
     pub fn observe(&self, route: &'static str, method: &'static str, status: u16, elapsed: Duration) {
         self.requests.get_or_create(&RequestLabels { route, method, status }).observe(elapsed.as_secs_f64());
     }
 
     /// The open-connections gauge, for the accept loop to move.
-    pub fn connections(&self) -> &Gauge {
+    pub fn connections(&self) -> &gauge::Gauge {
         &self.connections
     }
 
-    /// Renders every metric. Reads the store's files' sizes: call it off the async runtime.
-    pub fn render(&self) -> Result<String, std::fmt::Error> {
+    /// Renders every metric: the server's, the backend's `figures` (none if they could not be
+    /// had) and the process's, read now.
+    pub fn render(&self, figures: Option<Figures>) -> Result<String, std::fmt::Error> {
         let mut out = String::with_capacity(16 << 10);
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        text::encode_registry(&mut out, &self.registry)?;
+        let mut scrape = Registry::default();
+        scrape.register_collector(Box::new(Scrape { figures, process: ProcessStats::read() }));
+        text::encode_registry(&mut out, &scrape)?;
+        text::encode_eof(&mut out)?;
         Ok(out)
     }
 }
 
-/// Reads the backend's and the process's figures at each scrape, so nothing is counted twice.
+/// The figures of one scrape, so nothing is counted twice.
 #[derive(Debug)]
-struct BackendCollector {
-    backend: Arc<dyn Backend>,
+struct Scrape {
+    figures: Option<Figures>,
+    process: ProcessStats,
 }
 
-impl Collector for BackendCollector {
+impl Collector for Scrape {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        self.backend.encode_metrics(&mut enc)?;
-        let process = ProcessStats::read();
-        let cpu = ConstCounter::new(process.cpu_seconds());
-        cpu.encode(enc.encode_descriptor(
-            "process_cpu_seconds",
-            "User and system CPU time",
-            None,
-            cpu.metric_type(),
-        )?)?;
-        counter(
+        match &self.figures {
+            Some(Figures::Sqlite(figures)) => encode_sqlite(figures, &mut enc)?,
+            Some(Figures::Postgres(figures)) => encode_postgres(figures, &mut enc)?,
+            None => {}
+        }
+        let p = &self.process;
+        encode(
             &mut enc,
-            "process_io_read_bytes",
-            "Bytes the process caused to be read from storage",
-            process.read_bytes,
-        )?;
-        counter(
-            &mut enc,
-            "process_io_write_bytes",
-            "Bytes the process caused to be written to storage",
-            process.write_bytes,
-        )?;
-        counter(&mut enc, "process_io_read_syscalls", "Read system calls", process.syscr)?;
-        counter(&mut enc, "process_io_write_syscalls", "Write system calls", process.syscw)?;
-        Ok(())
+            [
+                Seconds("process_cpu_seconds", "User and system CPU time", p.cpu_seconds()),
+                Counter("process_io_read_bytes", "Bytes the process caused to be read from storage", p.read_bytes),
+                Counter("process_io_write_bytes", "Bytes the process caused to be written to storage", p.write_bytes),
+                Counter("process_io_read_syscalls", "Read system calls", p.syscr),
+                Counter("process_io_write_syscalls", "Write system calls", p.syscw),
+            ],
+        )
     }
 }
 
-/// The SQLite store's figures: commits, requests per commit, durable commits, records, file
-/// sizes (WAL included), index merges, queue depth, record cache hits and misses. Reads file sizes: call it off the runtime.
-pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    let stats = store.stats();
-    let config = store.config();
+/// The engine's figures: commits, requests per commit, durable commits, records, file sizes
+/// (WAL included), index merges, queue depth, record cache hits and misses.
+fn encode_sqlite(figures: &SqliteFigures, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let (stats, config) = (&figures.stats, &figures.config);
     let sum = |figure| stats.sum(figure);
     let w = &stats.writers;
-    gauge(enc, "shardlite_records", "Live records, all partitions", sum(|p| p.records))?;
-    gauge(enc, "shardlite_db_bytes", "Bytes of the SQLite database files", sum(|p| p.db_bytes))?;
-    gauge(enc, "shardlite_wal_bytes", "Bytes of the SQLite WAL files", sum(|p| p.wal_bytes))?;
-    gauge(enc, "shardlite_index_bytes", "Bytes of the compact index files", sum(|p| p.index_bytes))?;
-    gauge(
-        enc,
-        "shardlite_index_recent_entries",
-        "Index entries in RAM, not yet merged into the index files",
-        sum(|p| p.index_recent_entries),
-    )?;
-    counter(enc, "shardlite_index_merges", "Index merges completed since start", sum(|p| p.merges))?;
-    counter(enc, "shardlite_checkpoints", "WAL checkpoints run by the writers since start", sum(|p| p.checkpoints))?;
-    gauge(
-        enc,
-        "shardlite_partitions_poisoned",
-        "Partitions refusing writes after a failed commit",
-        stats.partitions.iter().filter(|p| p.poisoned.is_some()).count() as u64,
-    )?;
-    gauge(
-        enc,
-        "shardlite_writer_queue_jobs",
-        "Write jobs waiting in the writer threads' queues",
-        stats.queue_depths.iter().sum::<usize>() as u64,
-    )?;
+    let poisoned = stats.partitions.iter().filter(|p| p.poisoned.is_some()).count() as u64;
+    let mut metrics = vec![
+        Gauge("shardlite_records", "Live records, all partitions", sum(|p| p.records)),
+        Gauge("shardlite_db_bytes", "Bytes of the SQLite database files", sum(|p| p.db_bytes)),
+        Gauge("shardlite_wal_bytes", "Bytes of the SQLite WAL files", sum(|p| p.wal_bytes)),
+        Gauge("shardlite_index_bytes", "Bytes of the compact index files", sum(|p| p.index_bytes)),
+        Gauge(
+            "shardlite_index_recent_entries",
+            "Index entries in RAM, not yet merged into the index files",
+            sum(|p| p.index_recent_entries),
+        ),
+        Counter("shardlite_index_merges", "Index merges completed since start", sum(|p| p.merges)),
+        Counter("shardlite_checkpoints", "WAL checkpoints run by the writers since start", sum(|p| p.checkpoints)),
+        Gauge("shardlite_partitions_poisoned", "Partitions refusing writes after a failed commit", poisoned),
+        Gauge(
+            "shardlite_writer_queue_jobs",
+            "Write jobs waiting in the writer threads' queues",
+            stats.queue_depths.iter().sum::<usize>() as u64,
+        ),
+    ];
     if let Some(cache) = &stats.record_cache {
-        counter(enc, "shardlite_record_cache_hits", "Reads answered from the record cache", cache.hits)?;
-        counter(enc, "shardlite_record_cache_misses", "Reads that missed the record cache", cache.misses)?;
-        gauge(enc, "shardlite_record_cache_bytes", "Bytes the record cache's entries are charged for", cache.bytes)?;
+        metrics.extend([
+            Counter("shardlite_record_cache_hits", "Reads answered from the record cache", cache.hits),
+            Counter("shardlite_record_cache_misses", "Reads that missed the record cache", cache.misses),
+            Gauge("shardlite_record_cache_bytes", "Bytes the record cache's entries are charged for", cache.bytes),
+        ]);
     }
-    counter(enc, "shardlite_commits", "Transactions committed by the writers (group commits)", w.commits)?;
+    metrics.push(Counter("shardlite_commits", "Transactions committed by the writers (group commits)", w.commits));
     // What made acknowledged writes durable: with the commit log, its flushes (each one
     // fdatasync, whatever the number of partitions whose commits it covers); without it, with
     // synchronous=full, every commit's own sync of its partition's WAL (several in delete
@@ -164,32 +160,21 @@ pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), st
         ),
         None => (0, "Flushes on the acknowledgement path (none: synchronous is not full)"),
     };
-    counter(enc, "shardlite_flushes", help, flushes)?;
+    metrics.push(Counter("shardlite_flushes", help, flushes));
     if let Some(log) = &stats.log {
-        counter(enc, "shardlite_log_records", "Records appended to the commit log", log.records)?;
-        counter(enc, "shardlite_log_bytes", "Bytes appended to the commit log", log.bytes)?;
-        let seconds = ConstCounter::new(log.flush_nanos as f64 / 1e9);
-        seconds.encode(enc.encode_descriptor(
-            "shardlite_log_flush_seconds",
-            "Time spent writing and syncing the commit log",
-            None,
-            seconds.metric_type(),
-        )?)?;
-        counter(
-            enc,
-            "shardlite_log_segments_dropped",
-            "Commit log segments dropped once durable elsewhere",
-            log.trims,
-        )?;
+        let flushing = log.flush_nanos as f64 / 1e9;
+        metrics.extend([
+            Counter("shardlite_log_records", "Records appended to the commit log", log.records),
+            Counter("shardlite_log_bytes", "Bytes appended to the commit log", log.bytes),
+            Seconds("shardlite_log_flush_seconds", "Time spent writing and syncing the commit log", flushing),
+            Counter("shardlite_log_segments_dropped", "Commit log segments dropped once durable elsewhere", log.trims),
+        ]);
     }
-    counter(enc, "shardlite_commit_requests", "Write requests carried by those commits", w.requests)?;
-    let commit_seconds = ConstCounter::new(w.commit_nanos as f64 / 1e9);
-    commit_seconds.encode(enc.encode_descriptor(
-        "shardlite_commit_seconds",
-        "Time spent in write transactions",
-        None,
-        commit_seconds.metric_type(),
-    )?)?;
+    metrics.extend([
+        Counter("shardlite_commit_requests", "Write requests carried by those commits", w.requests),
+        Seconds("shardlite_commit_seconds", "Time spent in write transactions", w.commit_nanos as f64 / 1e9),
+    ]);
+    encode(enc, metrics)?;
     let mut buckets: Vec<(f64, u64)> = w
         .batch_sizes
         .iter()
@@ -208,16 +193,67 @@ pub fn encode_store(store: &Store, enc: &mut DescriptorEncoder) -> Result<(), st
     Ok(())
 }
 
-/// Encodes one gauge of `value`.
-pub(crate) fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
-    let metric = ConstGauge::new(value);
-    metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)
+/// PostgreSQL's figures: `shardlite_records` and `shardlite_db_bytes` (the table, as for the
+/// engine), then `shardlite_pg_*` (the database, the server's WAL) and the pool's.
+fn encode_postgres(figures: &PostgresFigures, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let (t, db, pool) = (&figures.table, &figures.database, &figures.pool);
+    let pg = |name, help, value: i64| Counter(name, help, value.unsigned_abs());
+    let mut metrics = vec![
+        Gauge("shardlite_records", "Live records: the table's n_live_tup (an estimate)", t.live.unsigned_abs()),
+        Gauge("shardlite_db_bytes", "Bytes of the table, its partitions and indexes", t.bytes.unsigned_abs()),
+        Gauge("shardlite_pg_database_bytes", "Bytes of the whole database", db.database_bytes.unsigned_abs()),
+        pg("shardlite_pg_xact_commit", "Transactions committed in the database (pg_stat_database)", db.xact_commit),
+        pg("shardlite_pg_xact_rollback", "Transactions rolled back in the database", db.xact_rollback),
+        pg("shardlite_pg_blks_read", "Blocks the database read from the kernel (not in shared buffers)", db.blks_read),
+        pg("shardlite_pg_blks_hit", "Blocks found in shared buffers", db.blks_hit),
+        pg("shardlite_pg_tup_inserted", "Rows inserted in the database", db.tup_inserted),
+        pg("shardlite_pg_tup_updated", "Rows updated in the database", db.tup_updated),
+        pg("shardlite_pg_tup_deleted", "Rows deleted in the database", db.tup_deleted),
+    ];
+    if let Some(w) = &figures.wal {
+        metrics.extend([
+            pg("shardlite_pg_wal_records", "WAL records the server wrote (pg_stat_wal)", w.wal_records),
+            pg("shardlite_pg_wal_bytes", "WAL bytes the server wrote", w.wal_bytes),
+            pg("shardlite_pg_wal_syncs", "WAL syncs to disk the server made", w.wal_sync),
+        ]);
+    }
+    metrics.extend([
+        Gauge("shardlite_pg_pool_connections", "Connections open in the pool", pool.size as u64),
+        Gauge("shardlite_pg_pool_waiting", "Requests waiting for a pooled connection", pool.waiting as u64),
+    ]);
+    encode(enc, metrics)
 }
 
-/// Encodes one counter of `value` (its name gains `_total`).
-pub(crate) fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
-    let metric = ConstCounter::new(value);
-    metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)
+/// One figure of a scrape, read elsewhere: its name, its help, its value.
+enum Metric {
+    /// A value that goes up and down.
+    Gauge(&'static str, &'static str, u64),
+    /// A count that only grows (its name gains `_total`).
+    Counter(&'static str, &'static str, u64),
+    /// Seconds that only grow (its name gains `_total`).
+    Seconds(&'static str, &'static str, f64),
+}
+use Metric::{Counter, Gauge, Seconds};
+
+/// Encodes `metrics`, in order.
+fn encode(enc: &mut DescriptorEncoder, metrics: impl IntoIterator<Item = Metric>) -> Result<(), std::fmt::Error> {
+    for metric in metrics {
+        match metric {
+            Gauge(name, help, value) => {
+                let metric = ConstGauge::new(value);
+                metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)?;
+            }
+            Counter(name, help, value) => {
+                let metric = ConstCounter::new(value);
+                metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)?;
+            }
+            Seconds(name, help, value) => {
+                let metric = ConstCounter::new(value);
+                metric.encode(enc.encode_descriptor(name, help, None, metric.metric_type())?)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A histogram read from someone else's counters (the crate's `Histogram` only observes).

@@ -1,36 +1,51 @@
 //! [`ServerOptions`]: what the HTTP layer is told (the engine's knobs are its own
-//! [`shardlite_engine::Config`]).
+//! [`shardlite_engine::Config`]). Each field's doc line is also its `shardlite serve` flag's
+//! help; the name `/stats` and the TOML file give it is its flag's, with `_` for `-`.
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How the server treats connections and requests.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "cli", command(next_help_heading = "HTTP"))]
+#[serde(default, deny_unknown_fields)]
 pub struct ServerOptions {
-    /// If set, every route but `/healthz` requires `Authorization: Bearer <token>`.
-    #[serde(skip)] // a secret: /stats says only whether auth is on
+    /// Require `Authorization: Bearer TOKEN` on every route but /healthz.
+    #[serde(skip_serializing)] // a secret: /stats says only whether auth is on
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TOKEN"))]
     pub auth_token: Option<String>,
-    /// Connections served at once; the server stops accepting while this many are open (the
-    /// kernel's backlog holds the rest), so memory and file descriptors stay bounded.
+    /// Connections served at once.
+    // The server stops accepting while this many are open (the kernel's backlog holds the
+    // rest), so memory and file descriptors stay bounded.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub max_connections: usize,
-    /// Time a client has to send a request's headers once the server waits for them; this
-    /// also closes keep-alive connections idle for that long.
-    #[serde(rename = "header_timeout_ms", serialize_with = "millis")]
+    /// Time to receive a request's headers (also the keep-alive idle limit), ms.
+    #[serde(rename = "header_timeout_ms", with = "millis")]
+    #[cfg_attr(feature = "cli", arg(id = "header_timeout_ms", long = "header-timeout-ms", value_name = "HEADER_TIMEOUT_MS", value_parser = millis::parse))]
     pub header_timeout: Duration,
-    /// Time a client has to send a request's body once its headers arrived (408 after it).
-    #[serde(rename = "body_timeout_ms", serialize_with = "millis")]
+    /// Time to receive a request's body, ms.
+    // Counted once its headers arrived; 408 after it.
+    #[serde(rename = "body_timeout_ms", with = "millis")]
+    #[cfg_attr(feature = "cli", arg(id = "body_timeout_ms", long = "body-timeout-ms", value_name = "BODY_TIMEOUT_MS", value_parser = millis::parse))]
     pub body_timeout: Duration,
-    /// Most operations in one `POST /batch`.
+    /// Most operations in one POST /batch.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub batch_max_ops: usize,
-    /// Largest `POST /batch` body, bytes.
+    /// Largest POST /batch body, bytes.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub batch_max_bytes: usize,
-    /// Log one line per request (`info`, target `shardlite_server::request`).
-    pub request_log: bool,
-    /// How long shutdown waits for in-flight requests before dropping their connections
-    /// (queued writes are committed by the store's close either way).
-    #[serde(rename = "shutdown_grace_ms", serialize_with = "millis")]
+    /// How long shutdown waits for in-flight requests, ms.
+    // Then their connections are dropped; queued writes are committed by the store's close
+    // either way.
+    #[serde(rename = "shutdown_grace_ms", with = "millis")]
+    #[cfg_attr(feature = "cli", arg(id = "shutdown_grace_ms", long = "shutdown-grace-ms", value_name = "SHUTDOWN_GRACE_MS", value_parser = millis::parse))]
     pub shutdown_grace: Duration,
+    /// Log one line per request.
+    // At `info`, target `shardlite_server::request`.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub request_log: bool,
 }
 
 impl Default for ServerOptions {
@@ -48,7 +63,23 @@ impl Default for ServerOptions {
     }
 }
 
-/// Durations appear in `/stats` as milliseconds, like the flags that set them.
-fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+/// Durations appear as milliseconds in `/stats`, the TOML file and the flags.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+
+    /// A flag's value.
+    #[cfg(feature = "cli")]
+    pub fn parse(text: &str) -> Result<Duration, std::num::ParseIntError> {
+        text.parse().map(Duration::from_millis)
+    }
 }

@@ -1,4 +1,5 @@
-//! The routes of SPEC §2: which path is which route, and which methods each allows.
+//! The routes of the API (`docs/http-api.md`, "Routes"): which path is which route, and which
+//! methods each allows.
 
 use hyper::Method;
 

@@ -16,11 +16,7 @@ use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
 };
 
-use crate::{
-    backend::{Backend, SqliteBackend},
-    options::ServerOptions,
-    service::{handle, State},
-};
+use crate::{backend::Backend, options::ServerOptions, service::handle, sqlite::SqliteBackend, state::State};
 
 /// After a failed `accept` (say, out of file descriptors), wait this long before the next.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);

@@ -2,49 +2,23 @@
 //! route's handler, turn any refusal into its JSON error, and record the request's metrics
 //! (and, if asked for, its log line).
 
-use std::{sync::Arc, time::Instant};
+use std::{sync::Arc, time::Duration, time::Instant};
+
+use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
 
 use crate::{
-    auth::Auth,
-    backend::Backend,
     batch,
     error::ApiError,
     kv,
-    metrics::Metrics,
-    options::ServerOptions,
     response::{self, Response},
     routes::{method_label, Route},
+    state::State,
     stats,
 };
-use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
 
-/// What every request handler shares.
-#[derive(Debug)]
-pub struct State {
-    /// The storage every route but `/healthz` works on.
-    pub backend: Arc<dyn Backend>,
-    /// The server's options.
-    pub options: ServerOptions,
-    /// The bearer token check.
-    pub auth: Auth,
-    /// Request and store metrics.
-    pub metrics: Metrics,
-    /// When the server started.
-    pub started: Instant,
-}
-
-impl State {
-    /// The state of a server of `backend`.
-    pub fn new(backend: Arc<dyn Backend>, options: ServerOptions) -> Self {
-        Self {
-            auth: Auth::new(options.auth_token.as_deref()),
-            metrics: Metrics::new(Arc::clone(&backend)),
-            backend,
-            options,
-            started: Instant::now(),
-        }
-    }
-}
+/// How long a `/metrics` scrape waits for the backend's figures before going without them
+/// (PostgreSQL's may be out of reach).
+const FIGURES_WAIT: Duration = Duration::from_secs(2);
 
 /// Serves one request. Never fails: every error is an HTTP answer.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response {
@@ -88,11 +62,24 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
     }
 }
 
-/// `/metrics`, rendered on a blocking thread because it may read the store's file sizes.
+/// `/metrics`: the backend's figures (if they come within [`FIGURES_WAIT`]), rendered with the
+/// server's own on a blocking thread (it reads `/proc`).
 async fn metrics(state: &Arc<State>) -> Result<Response, ApiError> {
+    let figures = match tokio::time::timeout(FIGURES_WAIT, state.backend.figures()).await {
+        Ok(Ok(figures)) => Some(figures),
+        Ok(Err(err)) => {
+            // The scrape still carries the HTTP layer's and the process's metrics.
+            tracing::warn!(%err, "reading the backend's figures for /metrics failed");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(wait = ?FIGURES_WAIT, "the backend's figures for /metrics did not come in time");
+            None
+        }
+    };
     let state = Arc::clone(state);
     let internal = |message: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message);
-    let text = tokio::task::spawn_blocking(move || state.metrics.render())
+    let text = tokio::task::spawn_blocking(move || state.metrics.render(figures))
         .await
         .map_err(|e| internal(format!("metrics failed: {e}")))?
         .map_err(|e| internal(format!("metrics failed: {e}")))?;

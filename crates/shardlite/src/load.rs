@@ -8,10 +8,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use shardlite_bench::keyspace;
 use shardlite_engine::{
     bulk::{self, Dataset, Plan},
-    Config, IndexMode, Manifest,
+    Config, CreateOptions, IndexMode,
 };
 
-/// Record shapes of the sizing note.
+/// Record shapes of the data sets shardlite is sized for (`docs/sizing.md`).
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Shape {
     /// DB-A: 32-byte keys, 32-byte values.
@@ -70,7 +70,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         value_size: args.value_size.unwrap_or(value_size),
     };
     anyhow::ensure!((1..=shardlite_engine::MAX_KEY_LEN).contains(&dataset.key_size), "--key-size must be 1..=1024");
-    let config = config_for(&args)?;
+    let create = CreateOptions { partitions: args.partitions, index: args.index, ..CreateOptions::default() };
     let bar = ProgressBar::new(args.records).with_style(
         ProgressStyle::with_template("{bar:40} {human_pos}/{human_len} records, {per_sec}, eta {eta}")
             .expect("a valid template"),
@@ -79,9 +79,14 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         key.extend_from_slice(&keyspace::key(dataset.seed, i, dataset.key_size));
         value.extend_from_slice(&keyspace::value(dataset.seed, i, dataset.value_size));
     };
-    let summary = bulk::load(&args.data, &config, &Plan::new(dataset, args.records), &generate, &|done, _| {
-        bar.set_position(done)
-    })
+    let summary = bulk::load(
+        &args.data,
+        &create,
+        &Config::default(),
+        &Plan::new(dataset, args.records),
+        &generate,
+        &|done, _| bar.set_position(done),
+    )
     .with_context(|| format!("loading into {}", args.data.display()))?;
     bar.finish_and_clear();
     if args.json {
@@ -101,21 +106,4 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The configuration of a new directory from the flags, or of an existing one from its manifest
-/// (flags that disagree with it are refused by the loader).
-fn config_for(args: &LoadArgs) -> anyhow::Result<Config> {
-    let manifest_path = args.data.join("shardlite.toml");
-    let mut config = Config::default();
-    if manifest_path.exists() {
-        Manifest::read(&manifest_path)?.apply_to(&mut config);
-    }
-    if let Some(p) = args.partitions {
-        config.partitions = p;
-    }
-    if let Some(index) = args.index {
-        config.index = index;
-    }
-    Ok(config)
 }

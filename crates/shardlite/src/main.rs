@@ -1,7 +1,5 @@
 //! The `shardlite` binary: parses the command line and hands each subcommand to its crate.
 
-mod bench;
-mod bench_engine;
 mod check;
 mod load;
 mod serve;
@@ -24,13 +22,13 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the HTTP key-value API (SPEC §2) from a data directory until SIGTERM or Ctrl-C.
+    /// Serve the HTTP key-value API (docs/http-api.md) from a data directory until SIGTERM or Ctrl-C.
     Serve(Box<serve::ServeArgs>),
     /// Benchmark a server over HTTP: workloads, cost and latency (docs/bench.md). With no
     /// arguments: spawn a server, load 200,000 records, run every workload, print the table.
-    Bench(Box<bench::BenchArgs>),
+    Bench(Box<shardlite_bench::BenchArgs>),
     /// Benchmark the storage engine directly (no HTTP): insert, update and get per index mode.
-    BenchEngine(bench_engine::BenchEngineArgs),
+    BenchEngine(shardlite_bench::BenchEngineArgs),
     /// Bulk-load a deterministic data set into a data directory (offline, at full speed).
     Load(load::LoadArgs),
     /// Records and bytes of a data directory, per partition and in total.
@@ -51,8 +49,8 @@ fn main() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Serve(args) => serve::run(&args),
-        Command::Bench(args) => bench::run(&args),
-        Command::BenchEngine(args) => bench_engine::run(args),
+        Command::Bench(args) => shardlite_bench::command::run(&args),
+        Command::BenchEngine(args) => shardlite_bench::engine_bench::command::run(args),
         Command::Load(args) => load::run(args),
         Command::Stats(args) => stats::run(args),
         Command::Check(args) => check::run(args),

@@ -26,9 +26,9 @@ pub struct StatsArgs {
 /// Runs `shardlite stats`.
 pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     let stats = match (&args.data, &args.url) {
-        (Some(data), _) => Store::open_existing(data, Config::default())
-            .with_context(|| format!("opening {}", data.display()))?
-            .stats(),
+        (Some(data), _) => {
+            Store::open(data, Config::default()).with_context(|| format!("opening {}", data.display()))?.stats()
+        }
         (None, Some(url)) => fetch(url, args.auth_token.as_deref())?,
         (None, None) => anyhow::bail!("give --data or --url"),
     };
@@ -113,12 +113,17 @@ pub fn render(stats: &StoreStats) -> String {
 
 #[cfg(test)]
 mod tests {
-    use shardlite_engine::{Condition, Config, Store};
+    use shardlite_engine::{Condition, Config, CreateOptions, Store};
 
     #[test]
     fn the_table_has_a_row_per_partition_and_the_totals() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), Config { partitions: 3, ..Config::default() }).unwrap();
+        let store = Store::create(
+            dir.path(),
+            CreateOptions { partitions: Some(3), ..CreateOptions::default() },
+            Config::default(),
+        )
+        .unwrap();
         for i in 0u32..300 {
             store.put(&i.to_le_bytes(), vec![0; 10], Condition::None).unwrap();
         }

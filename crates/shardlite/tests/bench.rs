@@ -2,6 +2,8 @@
 //! the published schema and against the server's own counters and the records on disk.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::process::Command;
 
 const EXE: &str = env!("CARGO_BIN_EXE_shardlite");
@@ -21,7 +23,7 @@ fn a_short_bench_agrees_with_the_server_and_the_schema() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let problems = shardlite_bench::schema::validate(&report);
+    let problems = common::schema_problems(&report);
     assert!(problems.is_empty(), "the report breaks its schema:\n{}", problems.join("\n"));
 
     let runs = report["runs"].as_array().unwrap();

@@ -3,6 +3,8 @@
 //! and the HTML page; and, when a PostgreSQL server is given, its row beside SQLite's.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::process::Command;
 
 const EXE: &str = env!("CARGO_BIN_EXE_shardlite");
@@ -14,7 +16,7 @@ fn matrix(args: &[&[&str]]) -> (serde_json::Value, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let problems = shardlite_bench::schema::validate(&report);
+    let problems = common::schema_problems(&report);
     assert!(problems.is_empty(), "the report breaks its schema:\n{}", problems.join("\n"));
     (report, stderr)
 }

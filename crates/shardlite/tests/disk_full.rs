@@ -1,4 +1,4 @@
-//! Disk full (issue 6, fault 2): `shardlite serve` on a data directory in a small tmpfs (10 MiB)
+//! Disk full (`docs/reliability.md`, fault 2): `shardlite serve` on a data directory in a small tmpfs (10 MiB)
 //! that also holds a 5 MiB filler file. PUTs of 32 KiB values until the filesystem is full.
 //! Asserted: a full disk answers 507 `disk_full` (not 500, and the partition is not poisoned),
 //! reads go on, every acknowledged write is still there; once the filler is deleted, writes

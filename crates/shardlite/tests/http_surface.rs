@@ -1,4 +1,4 @@
-//! Bad input over the whole HTTP surface, as a property test (issue 6, "Bad input"): random
+//! Bad input over the whole HTTP surface, as a property test (`docs/reliability.md`, "Bad input"): random
 //! methods, paths (well-formed and malformed keys, known and unknown routes), conditional headers
 //! (valid, malformed, odd), declared lengths that match, are missing, or promise more than is sent,
 //! and bodies (random bytes, random JSON batches), each on a fresh connection to one `shardlite

@@ -1,4 +1,4 @@
-//! `kill -9` under HTTP write load (issue 6, fault 1): a `shardlite serve --synchronous full`
+//! `kill -9` under HTTP write load (`docs/reliability.md`, fault 1): a `shardlite serve --synchronous full`
 //! child takes a mix of PUTs (inserts and updates), conditional PUTs (`If-None-Match: *`,
 //! `If-Match: "<n>"`, a wrong `If-Match` that must answer 412), DELETEs and `POST /batch` from
 //! several client tasks; it is SIGKILLed at a random moment, restarted on the same directory,

@@ -1,4 +1,4 @@
-//! Overload (issue 6, fault 5): a `shardlite serve` child with one partition, one writer thread,
+//! Overload (`docs/reliability.md`, fault 5): a `shardlite serve` child with one partition, one writer thread,
 //! a write queue of one job, no group commit, `synchronous=full` and 8 connection slots, under
 //! 64 concurrent writers of 16 KiB values, each on a new connection per request, for about two
 //! seconds. Asserted: some writes are refused with 503 `overloaded` and `Retry-After: 1`, some

@@ -74,7 +74,10 @@ use powercut::{
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use shardlite_engine::{layout::Layout, Config, Error, KeyHasher, Manifest, Store};
+use shardlite_engine::{
+    layout::{Layout, MANIFEST},
+    Config, Error, KeyHasher, Manifest, Store,
+};
 
 const TASKS: usize = 6;
 const KEYS_PER_TASK: usize = 24;
@@ -436,7 +439,7 @@ async fn run(synchronous: &'static str) -> Option<Report> {
     for (i, (t, survival)) in moments.into_iter().enumerate() {
         disk.advance_to(t);
         let files = disk.crash(&mut rng, survival);
-        let before_creation = !files.contains_key("shardlite.toml");
+        let before_creation = !files.contains_key(MANIFEST);
         let (session, phase) = Phase::of(&report.sessions, t);
         let keep = |failures: &[Failure]| {
             let unexpected = failures.iter().any(|f| !matches!(f, Failure::Lost { .. }) && !f.explained_by_a_loss());
@@ -766,7 +769,7 @@ fn cut(
     dir: &Path,
     keep: impl FnOnce(&[Failure]) -> bool,
 ) -> (Judged, Vec<Failure>) {
-    if !files.contains_key("shardlite.toml") {
+    if !files.contains_key(MANIFEST) {
         return history::judge(keys, t, |_| None);
     }
     let (checked, opened) = (dir.join("checked"), dir.join("opened"));
@@ -781,11 +784,11 @@ fn cut(
         Config { writer_threads: 1, lookup_threads: 1, record_cache_mib: 0, log_segment_mib: 1, ..Config::default() };
     let accepting = Config { accept_wal_loss: true, ..config.clone() };
     let mut refused = false;
-    let store = match Store::open_existing(&opened, config) {
+    let store = match Store::open(&opened, config) {
         Err(err @ Error::WalMissing { .. }) => {
             failures.push(Failure::Refused(err.to_string()));
             refused = true;
-            Store::open_existing(&opened, accepting.clone())
+            Store::open(&opened, accepting.clone())
         }
         other => other,
     };
@@ -816,7 +819,7 @@ fn cut(
             failures.push(Failure::Check(output));
         }
     } else {
-        match Store::open_existing(&checked, accepting) {
+        match Store::open(&checked, accepting) {
             Ok(store) => {
                 let bad: Vec<String> = (0..store.manifest().partitions)
                     .map(|p| store.check_partition(p).unwrap())

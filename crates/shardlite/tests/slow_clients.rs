@@ -1,4 +1,4 @@
-//! Slow and broken clients (issue 6, fault 6), against a `shardlite serve` child with 300 ms
+//! Slow and broken clients (`docs/reliability.md`, fault 6), against a `shardlite serve` child with 300 ms
 //! header and body timeouts: slowloris connections (headers a byte at a time, never finished),
 //! PUTs whose body never finishes (a few bytes, then a trickle), and connections dropped
 //! mid-request (in the headers, in the body, right after connecting). Asserted: the server

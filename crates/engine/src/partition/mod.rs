@@ -30,7 +30,7 @@ use crate::{
     keyhash::KeyHasher,
     layout::{self, Layout},
     ops::{Record, Version},
-    Config, Error, Result,
+    Config, Error, Manifest, Result,
 };
 use readers::ReadPool;
 
@@ -100,22 +100,22 @@ impl Partition {
         layout: &Layout,
         id: u32,
         config: &Config,
-        hasher: KeyHasher,
+        manifest: &Manifest,
         log: PartitionLog<'_>,
     ) -> Result<(Arc<Self>, writer::PartitionWriter, bool)> {
-        let db_path = layout.db(id);
-        let mut conn = sql::open_writer(&db_path, config, config.index)?;
+        let (db_path, hasher) = (layout.db(id), manifest.hasher());
+        let mut conn = sql::open_writer(&db_path, config, manifest.index)?;
         let wal_pages = Arc::new(AtomicU32::new(0));
         if config.journal == crate::JournalMode::Wal {
             sql::watch_wal(&mut conn, Arc::clone(&wal_pages))?;
         }
-        let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, id, config, hasher, log)?;
+        let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, id, config, manifest, log)?;
         let partition = std::sync::Arc::new(Self {
             id,
             readers: ReadPool::new(db_path.clone(), config),
             db_path,
             wal_path: layout.wal(id),
-            mode: config.index,
+            mode: manifest.index,
             epoch: AtomicU64::new(0),
             index,
             poison: Mutex::new(None),
@@ -220,7 +220,7 @@ pub fn recover(
     layout: &Layout,
     id: u32,
     config: &Config,
-    hasher: KeyHasher,
+    manifest: &Manifest,
     log: PartitionLog<'_>,
 ) -> Result<Recovered> {
     let mut applied = sql::log_applied(conn)?;
@@ -237,20 +237,23 @@ pub fn recover(
         tracing::error!(partition = id, %detail, "accepted: serving what the database and the log still hold");
     }
     if !log.txs.is_empty() {
-        let floor = match config.index {
-            IndexMode::Hash => HashIndex::open(&layout.index(id), u32::from(config.fingerprint_bits))
+        let floor = match manifest.index {
+            IndexMode::Hash => HashIndex::open(&layout.index(id), u32::from(manifest.fingerprint_bits))
                 .map_or(0, |index| index.watermark()),
             IndexMode::Sqlite | IndexMode::None => 0,
         };
-        let (now, replayed) = replay::replay(conn, log.txs, applied, config.index, floor)?;
+        let (now, replayed) = replay::replay(conn, log.txs, applied, manifest.index, floor)?;
         if replayed > 0 {
             tracing::info!(partition = id, transactions = replayed, "replayed from the commit log");
         }
         applied = now;
     }
     let (next_id, records) = sql::read_meta(conn)?;
-    let index = match config.index {
-        IndexMode::Hash => Some(recover_index(conn, &layout.index(id), &layout.wal(id), config, hasher, next_id)?),
+    let index = match manifest.index {
+        IndexMode::Hash => {
+            let bits = u32::from(manifest.fingerprint_bits);
+            Some(recover_index(conn, &layout.index(id), &layout.wal(id), config, bits, manifest.hasher(), next_id)?)
+        }
         IndexMode::Sqlite | IndexMode::None => None,
     };
     Ok(Recovered { next_id, records, index, applied, lost })
@@ -264,10 +267,10 @@ pub fn recover_index(
     path: &std::path::Path,
     wal: &std::path::Path,
     config: &Config,
+    bits: u32,
     hasher: KeyHasher,
     next_id: u64,
 ) -> Result<HashIndex> {
-    let bits = u32::from(config.fingerprint_bits);
     let last_id = next_id - 1;
     let reason = match HashIndex::open(path, bits) {
         Ok(index) if index.watermark() > last_id => {

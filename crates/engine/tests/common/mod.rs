@@ -1,13 +1,23 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use shardlite_engine::{Config, IndexMode, Record, Synchronous};
+pub mod conditions;
 
-/// A small, fast configuration: few partitions, no fsync (durability is the crash test's job).
-pub fn small_config(index: IndexMode) -> Config {
+use shardlite_engine::{Config, CreateOptions, IndexMode, Record, Synchronous};
+
+/// A small data directory: 4 partitions, `index`.
+pub fn small_dir(index: IndexMode) -> CreateOptions {
+    CreateOptions { partitions: Some(4), index: Some(index), ..CreateOptions::default() }
+}
+
+/// `partitions` partitions with the compact hash index.
+pub fn partitions(partitions: u32) -> CreateOptions {
+    CreateOptions { partitions: Some(partitions), ..small_dir(IndexMode::Hash) }
+}
+
+/// A small, fast configuration: no fsync (durability is the crash test's job).
+pub fn small_config() -> Config {
     Config {
-        partitions: 4,
-        index,
         synchronous: Synchronous::Off,
         writer_threads: 2,
         readers_per_partition: 2,
@@ -16,7 +26,7 @@ pub fn small_config(index: IndexMode) -> Config {
     }
 }
 
-/// The i-th test key: 32 bytes, like the note's records.
+/// The i-th test key: 32 bytes, like DB-A's (`docs/sizing.md`).
 pub fn key(i: u32) -> Vec<u8> {
     let mut k = xxhash_like(i).to_vec();
     k.extend_from_slice(&i.to_be_bytes());

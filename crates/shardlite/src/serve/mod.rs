@@ -7,11 +7,10 @@ mod settings;
 use std::sync::Arc;
 
 use anyhow::Context;
-use shardlite_engine::{layout::Layout, Store};
-use shardlite_server::{
-    postgres::{PgBackend, PgOptions},
-    Backend, SqliteBackend,
-};
+use shardlite_engine::Store;
+#[cfg(feature = "postgres")]
+use shardlite_postgres::{PgBackend, PgOptions};
+use shardlite_server::{Backend, SqliteBackend};
 
 pub use settings::ServeArgs;
 use settings::{Settings, Storage};
@@ -20,13 +19,14 @@ use settings::{Settings, Storage};
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = settings::resolve(args)?;
     // Bind before the (possibly long) store open, so a taken port fails at once.
-    let listener =
-        std::net::TcpListener::bind(settings.listen).with_context(|| format!("listening on {}", settings.listen))?;
+    let listener = std::net::TcpListener::bind(settings.serve.listen)
+        .with_context(|| format!("listening on {}", settings.serve.listen))?;
     listener.set_nonblocking(true)?;
     // The bound address on stdout (also with `--listen 127.0.0.1:0`), for scripts and the bench.
     println!("listening on http://{}", listener.local_addr()?);
     let opened = match &settings.storage {
         Storage::Data(dir) => Opened::Store(Arc::new(open_store(dir, &settings)?)),
+        #[cfg(feature = "postgres")]
         Storage::Postgres { url, table, partitions, pool_size } => {
             let defaults = PgOptions::new(url.clone());
             Opened::Postgres(PgOptions {
@@ -40,13 +40,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("shardlite-http");
-    if let Some(n) = settings.worker_threads {
+    if let Some(n) = settings.runtime.worker_threads {
         runtime.worker_threads(n);
     }
     runtime.build()?.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let backend: Arc<dyn Backend> = match opened {
             Opened::Store(store) => Arc::new(SqliteBackend::new(store)),
+            #[cfg(feature = "postgres")]
             Opened::Postgres(options) => Arc::new(PgBackend::connect(options).await?),
         };
         shardlite_server::run(listener, backend, settings.server, shutdown_signal()).await?;
@@ -57,20 +58,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 /// What will serve the records: an open store, or what to connect to (inside the runtime).
 enum Opened {
     Store(Arc<Store>),
+    #[cfg(feature = "postgres")]
     Postgres(PgOptions),
 }
 
 /// Opens the data directory, creating it on first start. An existing directory keeps the
-/// partitions, index mode and seed its manifest records unless the user gave one of them, in
-/// which case the engine refuses a mismatch instead of guessing.
+/// partitions, index mode and seed its manifest records; one of them given and different is
+/// refused instead of guessed.
 fn open_store(dir: &std::path::Path, settings: &Settings) -> anyhow::Result<Store> {
-    let exists = Layout::new(dir).manifest().exists();
-    let store = if exists && !settings.fixed_given {
-        Store::open_existing(dir, settings.engine.clone())
-    } else {
-        Store::open_or_create(dir, settings.engine.clone())
-    };
-    store.with_context(|| format!("opening {}", dir.display()))
+    Store::open_or_create(dir, settings.create, settings.engine.clone())
+        .with_context(|| format!("opening {}", dir.display()))
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).

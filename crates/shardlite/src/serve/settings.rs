@@ -1,177 +1,155 @@
-//! `shardlite serve`'s settings: the flags, the TOML file (`--config`) and how they combine.
-//! Flags win over the file, the file over the defaults. The file uses the same names with `_`
-//! for `-` at its top level: the server's keys below, and every field of the engine's
-//! [`Config`] (`--tx` is `transaction` there, as in `Config`).
+//! `shardlite serve`'s settings. Each is declared once, as a field of the layer it belongs to,
+//! whose doc line is its flag's help:
+//!
+//! | layer | declared in | `--help` heading |
+//! |---|---|---|
+//! | where the records are: a data directory or PostgreSQL | [`StorageFlags`] (here) | Options |
+//! | where to listen | [`ServeOptions`] (here) | Options |
+//! | what a new data directory is created with | [`CreateOptions`] (engine) | Engine |
+//! | the engine at run time | [`Config`] (engine) | Engine |
+//! | the HTTP layer | [`ServerOptions`] (server) | HTTP |
+//! | the async runtime | [`RuntimeOptions`] (here) | HTTP |
+//!
+//! From that one declaration come the flag (`--max-batch`), its environment variable
+//! (`SHARDLITE_MAX_BATCH`), its key in the `--config` TOML file (`max_batch`, at the top level)
+//! and, from the layer's `Default`, the default `--help` shows ([`layer`]). Flags win over the
+//! environment, the environment over the file, the file over the defaults: the file is read
+//! into each layer (the layer's defaults fill what it leaves out), then the flags and variables
+//! that were given overwrite their fields ([`File::layer`]), so the merge names no setting.
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::Context;
-use serde::Deserialize;
-use shardlite_engine::{Config, IndexMode, JournalMode, Synchronous, TxMode};
+use clap::{parser::ValueSource, ArgMatches, Args, Command, FromArgMatches};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use shardlite_engine::{Config, CreateOptions};
 use shardlite_server::ServerOptions;
 
-/// Where the server listens unless told otherwise: loopback only.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-
-/// The flags of `shardlite serve`. Every setting is optional here so that an absent flag can
-/// fall back to the file.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct ServeArgs {
+/// Where the records are: a data directory, or (with the `postgres` feature) a PostgreSQL table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageFlags {
     /// Data directory; created on first start.
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Serve from PostgreSQL instead of a data directory: postgres://USER[:PASSWORD]@HOST:PORT/DB.
     /// Uses (and creates) the table `kv` (or --pg-table), hash-partitioned if --partitions is given.
+    #[cfg(feature = "postgres")]
     #[arg(long, value_name = "URL")]
     pub backend: Option<String>,
-    /// The PostgreSQL table: lowercase letters, digits and _ [default: kv].
+    /// The PostgreSQL table: lowercase letters, digits and _.
+    #[cfg(feature = "postgres")]
     #[arg(long, value_name = "NAME")]
     pub pg_table: Option<String>,
-    /// Connections of the PostgreSQL pool [default: one per CPU, at least 4].
+    /// Connections of the PostgreSQL pool (unless given: one per CPU, at least 4).
+    #[cfg(feature = "postgres")]
     #[arg(long)]
     pub pg_pool_size: Option<usize>,
-    /// Address to listen on [default: 127.0.0.1:8080].
-    #[arg(long)]
-    pub listen: Option<SocketAddr>,
-    /// TOML file with any of these settings (flags win over it).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Engine settings.
-    #[command(flatten)]
-    pub engine: EngineFlags,
-    /// HTTP settings.
-    #[command(flatten)]
-    pub server: ServerFlags,
 }
 
-/// Every knob of the engine's [`Config`], as flags.
-#[derive(Debug, Clone, Default, clap::Args)]
-#[command(next_help_heading = "Engine")]
-pub struct EngineFlags {
-    /// Partitions of a new data directory [default: 256].
-    #[arg(long)]
-    pub partitions: Option<u32>,
-    /// Index mode of a new data directory: hash, sqlite or none [default: hash].
-    #[arg(long)]
-    pub index: Option<IndexMode>,
-    /// Key hash seed of a new data directory.
-    #[arg(long)]
-    pub hash_seed: Option<u64>,
-    /// SQLite journal: wal or delete [default: wal].
-    #[arg(long)]
-    pub journal: Option<JournalMode>,
-    /// What an acknowledged write survives: full (power loss), normal (a crash of the process)
-    /// or off [default: full].
-    #[arg(long)]
-    pub synchronous: Option<Synchronous>,
-    /// With synchronous=full: make commits durable with one flush of the shared commit log per
-    /// round of commits (true), or with an fsync of each partition's WAL (false) [default: true].
-    #[arg(long, value_name = "BOOL")]
-    pub commit_log: Option<bool>,
-    /// MiB preallocated for each commit log segment [default: 64].
-    #[arg(long)]
-    pub log_segment_mib: Option<u64>,
-    /// SQLite page size of new partitions, bytes [default: 4096].
-    #[arg(long)]
-    pub page_size: Option<u32>,
-    /// SQLite mmap_size per connection, bytes [default: 0].
-    #[arg(long)]
-    pub mmap_size: Option<u64>,
-    /// SQLite page cache per connection, KiB [default: 2048].
-    #[arg(long)]
-    pub cache_size_kib: Option<u32>,
-    /// Writer transactions: immediate or deferred [default: immediate].
-    #[arg(long = "tx")]
-    pub transaction: Option<TxMode>,
-    /// Largest value, bytes [default: 1048576].
-    #[arg(long)]
-    pub max_value: Option<usize>,
-    /// Group-commit writer threads [default: 16].
-    #[arg(long)]
-    pub writer_threads: Option<usize>,
-    /// Jobs each writer queue (and the lookup queue) holds before answering 503 [default: 4096].
-    #[arg(long)]
-    pub queue_capacity: Option<usize>,
-    /// Most write requests per commit; 1 turns group commit off [default: 1024].
-    #[arg(long)]
-    pub max_batch: Option<usize>,
-    /// How long a writer waits for more requests after the first, µs [default: 0].
-    #[arg(long)]
-    pub max_linger_us: Option<u64>,
-    /// Threads serving reads [default: 8].
-    #[arg(long)]
-    pub lookup_threads: Option<usize>,
-    /// RAM for recently read records, MiB; 0: no cache [default: 64].
-    #[arg(long)]
-    pub record_cache_mib: Option<u64>,
-    /// Read-only SQLite connections per partition [default: 2].
-    #[arg(long)]
-    pub readers_per_partition: Option<usize>,
-    /// WAL pages after which a writer checkpoints [default: 1000].
-    #[arg(long)]
-    pub checkpoint_pages: Option<u32>,
-    /// Index entries held in RAM before a merge into the index file [default: 1048576].
-    #[arg(long)]
-    pub merge_threshold: Option<usize>,
-    /// Open even though a partition's write-ahead log is missing and the commits in it are
-    /// lost (refused otherwise, saying so), serving what the database files hold.
-    #[arg(long)]
-    pub accept_wal_loss: bool,
+impl StorageFlags {
+    /// The defaults `--help` shows (those the storage applies when not given).
+    fn shown() -> Self {
+        #[cfg(feature = "postgres")]
+        return Self { pg_table: Some(shardlite_postgres::DEFAULT_TABLE.into()), ..Self::default() };
+        #[cfg(not(feature = "postgres"))]
+        Self::default()
+    }
 }
 
-/// The HTTP server's own flags.
-#[derive(Debug, Clone, Default, clap::Args)]
+/// Where `serve` listens.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeOptions {
+    /// Address to listen on.
+    #[arg(long)]
+    pub listen: SocketAddr,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        // Loopback only unless told otherwise.
+        Self { listen: SocketAddr::from(([127, 0, 0, 1], 8080)) }
+    }
+}
+
+/// The async runtime serving HTTP.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
 #[command(next_help_heading = "HTTP")]
-pub struct ServerFlags {
-    /// Require `Authorization: Bearer TOKEN` on every route but /healthz.
-    #[arg(long, value_name = "TOKEN")]
-    pub auth_token: Option<String>,
-    /// Connections served at once [default: 1024].
-    #[arg(long)]
-    pub max_connections: Option<usize>,
-    /// Time to receive a request's headers (also the keep-alive idle limit), ms [default: 10000].
-    #[arg(long)]
-    pub header_timeout_ms: Option<u64>,
-    /// Time to receive a request's body, ms [default: 30000].
-    #[arg(long)]
-    pub body_timeout_ms: Option<u64>,
-    /// Most operations in one POST /batch [default: 1000].
-    #[arg(long)]
-    pub batch_max_ops: Option<usize>,
-    /// Largest POST /batch body, bytes [default: 16777216].
-    #[arg(long)]
-    pub batch_max_bytes: Option<usize>,
-    /// How long shutdown waits for in-flight requests, ms [default: 30000].
-    #[arg(long)]
-    pub shutdown_grace_ms: Option<u64>,
-    /// Log one line per request.
-    #[arg(long)]
-    pub request_log: bool,
-    /// Async runtime worker threads [default: one per CPU].
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeOptions {
+    /// Async runtime worker threads (unless given: one per CPU).
     #[arg(long)]
     pub worker_threads: Option<usize>,
 }
 
-/// The config file: the server's keys, and at the same level every field of [`Config`].
-#[derive(Debug, Default, Deserialize)]
-struct File {
-    data: Option<PathBuf>,
-    backend: Option<String>,
-    pg_table: Option<String>,
-    pg_pool_size: Option<usize>,
-    listen: Option<SocketAddr>,
-    auth_token: Option<String>,
-    max_connections: Option<usize>,
-    header_timeout_ms: Option<u64>,
-    body_timeout_ms: Option<u64>,
-    batch_max_ops: Option<usize>,
-    batch_max_bytes: Option<usize>,
-    shutdown_grace_ms: Option<u64>,
-    request_log: Option<bool>,
-    worker_threads: Option<usize>,
-    /// Every other key: the engine's, checked by `Config`'s own `deny_unknown_fields`.
-    #[serde(flatten)]
-    engine: toml::Table,
+/// The `--config` flag: the TOML file, which is no key of itself.
+#[derive(Debug, Clone, Default, clap::Args, Serialize)]
+struct ConfigFile {
+    /// TOML file with any of these settings (flags win over it).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+/// The flags of `shardlite serve` as given (with their environment variables); [`resolve`]
+/// combines them with the file and the defaults.
+#[derive(Debug, Clone)]
+pub struct ServeArgs(ArgMatches);
+
+impl FromArgMatches for ServeArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        Ok(Self(matches.clone()))
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        self.0 = matches.clone();
+        Ok(())
+    }
+}
+
+impl Args for ServeArgs {
+    fn augment_args(cmd: Command) -> Command {
+        let cmd = layer(cmd, &StorageFlags::shown());
+        let cmd = layer(cmd, &ServeOptions::default());
+        let cmd = layer(cmd, &ConfigFile::default());
+        let cmd = layer(cmd, &CreateOptions::defaults());
+        let cmd = layer(cmd, &Config::default());
+        let cmd = layer(cmd, &ServerOptions::default());
+        layer(cmd, &RuntimeOptions::default())
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// Adds the flags of layer `T` to `cmd`, each with its environment variable (`SHARDLITE_` and
+/// the flag's name) and, where `defaults` has one, its default for `--help`. No flag is
+/// required: what is not given comes from the file or the defaults.
+fn layer<T: Args + Serialize>(cmd: Command, defaults: &T) -> Command {
+    let before: Vec<clap::Id> = cmd.get_arguments().map(|a| a.get_id().clone()).collect();
+    let cmd = T::augment_args(cmd);
+    let added: Vec<clap::Id> =
+        cmd.get_arguments().map(|a| a.get_id().clone()).filter(|id| !before.contains(id)).collect();
+    let defaults = toml::Table::try_from(defaults).unwrap_or_default();
+    added.into_iter().fold(cmd, |cmd, id| {
+        cmd.mut_arg(&id, |arg| {
+            let name = arg.get_long().unwrap_or(id.as_str()).replace('-', "_").to_uppercase();
+            let arg = arg.env(format!("SHARDLITE_{name}")).hide_env_values(true).required(false);
+            match defaults.get(id.as_str()) {
+                Some(value) if arg.get_action().takes_values() => arg.default_value(text(value)),
+                _ => arg,
+            }
+        })
+    })
+}
+
+/// A default as `--help` shows it (strings without their TOML quotes).
+fn text(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// Where the records live.
@@ -180,6 +158,7 @@ pub enum Storage {
     /// shardlite's engine in this data directory.
     Data(PathBuf),
     /// A PostgreSQL server (the data directory is not used).
+    #[cfg(feature = "postgres")]
     Postgres {
         /// `postgres://...`.
         url: String,
@@ -198,132 +177,191 @@ pub struct Settings {
     /// Where the records live.
     pub storage: Storage,
     /// Where to listen.
-    pub listen: SocketAddr,
+    pub serve: ServeOptions,
+    /// The settings fixed at creation that were given (an existing directory must match them).
+    pub create: CreateOptions,
     /// The engine's configuration.
     pub engine: Config,
-    /// Whether a setting fixed at creation (partitions, index, hash seed) was given; if not,
-    /// an existing directory is opened with whatever its manifest records.
-    pub fixed_given: bool,
     /// The HTTP layer's options.
     pub server: ServerOptions,
-    /// Async runtime worker threads (`None`: one per CPU).
-    pub worker_threads: Option<usize>,
+    /// The async runtime.
+    pub runtime: RuntimeOptions,
 }
 
-/// Combines the flags, the file they name (if any) and the defaults.
+/// Combines the flags and environment variables, the file they name (if any) and the defaults.
 pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
-    let file = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            toml::from_str::<File>(&text).with_context(|| format!("parsing {}", path.display()))?
-        }
-        None => File::default(),
-    };
-    let fixed_in_file =
-        ["partitions", "index", "hash_seed", "fingerprint_bits"].iter().any(|k| file.engine.contains_key(*k));
-    let partitions_in_file = file.engine.contains_key("partitions");
-    let mut engine: Config = file.engine.try_into().with_context(|| match &args.config {
-        Some(path) => format!("engine settings in {}", path.display()),
-        None => "engine settings".to_owned(),
-    })?;
-    let flags = &args.engine;
-    let fixed_flagged = flags.partitions.is_some() || flags.index.is_some() || flags.hash_seed.is_some();
-    macro_rules! flags_win {
-        ($($field:ident),+ $(,)?) => {$(
-            if let Some(v) = flags.$field.clone() {
-                engine.$field = v;
-            }
-        )+};
+    let mut matches = args.0.clone();
+    // What only a default said is left to the file (and, if it is silent, the same default).
+    let defaulted: Vec<clap::Id> = matches
+        .ids()
+        .filter(|id| matches.value_source(id.as_str()) == Some(ValueSource::DefaultValue))
+        .cloned()
+        .collect();
+    for id in defaulted {
+        matches.try_clear_id(id.as_str())?;
     }
-    flags_win!(
-        partitions,
-        index,
-        hash_seed,
-        journal,
-        synchronous,
-        commit_log,
-        log_segment_mib,
-        page_size,
-        mmap_size,
-        cache_size_kib,
-        transaction,
-        max_value,
-        writer_threads,
-        queue_capacity,
-        max_batch,
-        max_linger_us,
-        lookup_threads,
-        record_cache_mib,
-        readers_per_partition,
-        checkpoint_pages,
-        merge_threshold,
-    );
-    engine.accept_wal_loss |= flags.accept_wal_loss;
+    let file = File::read(matches.get_one::<PathBuf>("config").cloned())?;
+    file.refuse_unknown_keys()?;
+    let stored: StorageFlags = file.layer(&matches)?;
+    let serve: ServeOptions = file.layer(&matches)?;
+    let create: CreateOptions = file.layer(&matches)?;
+    let engine: Config = file.layer(&matches)?;
+    let server: ServerOptions = file.layer(&matches)?;
+    let runtime: RuntimeOptions = file.layer(&matches)?;
+    create.validate()?;
     engine.validate()?;
-
-    let s = &args.server;
-    let defaults = ServerOptions::default();
-    let ms =
-        |flag: Option<u64>, file: Option<u64>, default: Duration| flag.or(file).map_or(default, Duration::from_millis);
-    let server = ServerOptions {
-        auth_token: s.auth_token.clone().or(file.auth_token),
-        max_connections: s.max_connections.or(file.max_connections).unwrap_or(defaults.max_connections),
-        header_timeout: ms(s.header_timeout_ms, file.header_timeout_ms, defaults.header_timeout),
-        body_timeout: ms(s.body_timeout_ms, file.body_timeout_ms, defaults.body_timeout),
-        batch_max_ops: s.batch_max_ops.or(file.batch_max_ops).unwrap_or(defaults.batch_max_ops),
-        batch_max_bytes: s.batch_max_bytes.or(file.batch_max_bytes).unwrap_or(defaults.batch_max_bytes),
-        request_log: s.request_log || file.request_log.unwrap_or(defaults.request_log),
-        shutdown_grace: ms(s.shutdown_grace_ms, file.shutdown_grace_ms, defaults.shutdown_grace),
-    };
     anyhow::ensure!(server.max_connections > 0, "max_connections must be at least 1");
     anyhow::ensure!(server.auth_token.as_deref() != Some(""), "auth_token must not be empty");
-    let partitions_given = flags.partitions.is_some() || partitions_in_file;
-    let storage = match (args.backend.clone().or(file.backend), args.data.clone().or(file.data)) {
+    let storage = storage(stored, &create)?;
+    Ok(Settings { storage, serve, create, engine, server, runtime })
+}
+
+/// Where the records live: the data directory, or PostgreSQL's URL.
+#[cfg(feature = "postgres")]
+fn storage(pg: StorageFlags, create: &CreateOptions) -> anyhow::Result<Storage> {
+    Ok(match (pg.backend, pg.data) {
         (Some(_), Some(_)) => anyhow::bail!("give a data directory (--data) or a --backend URL, not both"),
         (Some(url), None) => {
             anyhow::ensure!(
                 url.starts_with("postgres://") || url.starts_with("postgresql://"),
                 "--backend takes a PostgreSQL URL: postgres://USER@HOST:PORT/DB"
             );
-            let pool_size = args.pg_pool_size.or(file.pg_pool_size);
-            anyhow::ensure!(pool_size != Some(0), "pg_pool_size must be at least 1");
-            let table = args.pg_table.clone().or(file.pg_table);
-            let partitions = if partitions_given { engine.partitions } else { 1 };
-            Storage::Postgres { url, table, partitions, pool_size }
+            anyhow::ensure!(pg.pg_pool_size != Some(0), "pg_pool_size must be at least 1");
+            let partitions = create.partitions.unwrap_or(1);
+            Storage::Postgres { url, table: pg.pg_table, partitions, pool_size: pg.pg_pool_size }
         }
         (None, Some(dir)) => {
-            anyhow::ensure!(
-                args.pg_table.is_none() && file.pg_table.is_none(),
-                "pg_table needs --backend postgres://..."
-            );
+            anyhow::ensure!(pg.pg_table.is_none(), "pg_table needs --backend postgres://...");
             Storage::Data(dir)
         }
         (None, None) => anyhow::bail!(
             "no data directory: pass --data DIR (or `data` in the config file), or --backend postgres://..."
         ),
-    };
-    let listen = match args.listen.or(file.listen) {
-        Some(addr) => addr,
-        None => DEFAULT_LISTEN.parse()?,
-    };
-    Ok(Settings {
-        storage,
-        listen,
-        engine,
-        fixed_given: fixed_in_file || fixed_flagged,
-        server,
-        worker_threads: s.worker_threads.or(file.worker_threads),
     })
+}
+
+/// Where the records live: the data directory.
+#[cfg(not(feature = "postgres"))]
+fn storage(stored: StorageFlags, _: &CreateOptions) -> anyhow::Result<Storage> {
+    let data = stored.data.context("no data directory: pass --data DIR (or `data` in the config file)")?;
+    Ok(Storage::Data(data))
+}
+
+/// The `--config` file: every key at the top level, each a field of one layer.
+struct File {
+    /// What the file says (empty without a file).
+    table: toml::Table,
+    /// The file's name, for messages.
+    name: String,
+}
+
+impl File {
+    /// Reads the file at `path`, if any.
+    fn read(path: Option<PathBuf>) -> anyhow::Result<Self> {
+        let Some(path) = path else { return Ok(Self { table: toml::Table::new(), name: String::new() }) };
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let table = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        Ok(Self { table, name: path.display().to_string() })
+    }
+
+    /// Refuses a key that is no layer's, naming the nearest key of any layer.
+    fn refuse_unknown_keys(&self) -> anyhow::Result<()> {
+        let known = known_keys();
+        let Some(unknown) = self.table.keys().find(|k| !known.contains(&k.as_str())) else { return Ok(()) };
+        let nearest = known
+            .iter()
+            .map(|k| (strsim::jaro_winkler(unknown, k), *k))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .filter(|(likeness, _)| *likeness > 0.8);
+        match nearest {
+            Some((_, key)) => anyhow::bail!("{}: unknown key `{unknown}`; did you mean `{key}`?", self.name),
+            None => anyhow::bail!("{}: unknown key `{unknown}` (the keys: {})", self.name, known.join(", ")),
+        }
+    }
+
+    /// Layer `T`: the file's keys of it over its defaults, then the flags and environment
+    /// variables that were given (`matches` holds nothing that came from a default).
+    fn layer<T: DeserializeOwned + FromArgMatches>(&self, matches: &ArgMatches) -> anyhow::Result<T> {
+        let keys = fields::<T>();
+        let table: toml::Table = self
+            .table
+            .iter()
+            .filter(|(k, _)| keys.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut layer: T = table.try_into().with_context(|| format!("in {}", self.name))?;
+        layer.update_from_arg_matches(matches)?;
+        Ok(layer)
+    }
+}
+
+/// Every key the file may hold: the fields of every layer.
+fn known_keys() -> Vec<&'static str> {
+    [
+        fields::<StorageFlags>(),
+        fields::<ServeOptions>(),
+        fields::<CreateOptions>(),
+        fields::<Config>(),
+        fields::<ServerOptions>(),
+        fields::<RuntimeOptions>(),
+    ]
+    .concat()
+}
+
+/// The fields of `T` as its TOML keys (serde's names), which serde hands a deserializer of a
+/// struct: read by one that reads nothing else.
+fn fields<T: DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::{self, Visitor};
+
+    struct Fields<'a>(&'a mut &'static [&'static str]);
+
+    impl<'de> de::Deserializer<'de> for Fields<'_> {
+        type Error = de::value::Error;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("not a struct"))
+        }
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(de::Error::custom("only the fields were asked for"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+            unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+        }
+    }
+
+    let mut names: &'static [&'static str] = &[];
+    let _ = T::deserialize(Fields(&mut names));
+    names
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
+    use std::{sync::Mutex, time::Duration};
+
+    use clap::{CommandFactory, Parser};
+    use shardlite_engine::{IndexMode, JournalMode, Synchronous, TxMode};
 
     use super::*;
     use crate::{Cli, Command};
 
+    /// The environment is the process's: tests that read it take turns with the one that sets it.
+    static ENVIRONMENT: Mutex<()> = Mutex::new(());
+
     fn parse(argv: &[&str]) -> anyhow::Result<Settings> {
+        let _turn = ENVIRONMENT.lock().unwrap_or_else(|p| p.into_inner());
+        parse_now(argv)
+    }
+
+    fn parse_now(argv: &[&str]) -> anyhow::Result<Settings> {
         let cli = Cli::try_parse_from(["shardlite", "serve"].iter().chain(argv))?;
         let Command::Serve(args) = cli.command else { panic!("not serve") };
         resolve(&args)
@@ -338,12 +376,12 @@ mod tests {
     #[test]
     fn defaults_bind_loopback_and_use_the_engine_defaults() {
         let s = parse(&["--data", "/tmp/d"]).unwrap();
-        assert_eq!(s.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(s.serve.listen, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(s.storage, Storage::Data(PathBuf::from("/tmp/d")));
         assert_eq!(s.engine, Config::default());
         assert_eq!(s.server, ServerOptions::default());
-        assert!(!s.fixed_given);
-        assert_eq!(s.worker_threads, None);
+        assert_eq!(s.create, CreateOptions::default(), "no setting of a new directory given");
+        assert_eq!(s.runtime.worker_threads, None);
     }
 
     #[test]
@@ -397,9 +435,6 @@ mod tests {
         ])
         .unwrap();
         let want = Config {
-            partitions: 16,
-            index: IndexMode::Sqlite,
-            hash_seed: 7,
             journal: JournalMode::Delete,
             synchronous: Synchronous::Normal,
             commit_log: false,
@@ -419,10 +454,15 @@ mod tests {
             checkpoint_pages: 100,
             merge_threshold: 1000,
             accept_wal_loss: true,
-            ..Config::default()
         };
         assert_eq!(s.engine, want);
-        assert!(s.fixed_given);
+        let create = CreateOptions {
+            partitions: Some(16),
+            index: Some(IndexMode::Sqlite),
+            hash_seed: Some(7),
+            ..CreateOptions::default()
+        };
+        assert_eq!(s.create, create);
     }
 
     #[test]
@@ -439,6 +479,7 @@ mod tests {
             synchronous = "off"
             max_batch = 64
             transaction = "deferred"
+            accept_wal_loss = true
             "#,
         );
         let path = file.path().to_str().unwrap();
@@ -447,26 +488,48 @@ mod tests {
         assert_eq!(s.engine.max_batch, 1, "the flag wins");
         assert_eq!(s.engine.synchronous, Synchronous::Off, "the file beats the default");
         assert_eq!(s.engine.transaction, TxMode::Deferred);
-        assert_eq!(s.engine.partitions, Config::default().partitions, "the default fills the rest");
-        assert!(!s.fixed_given);
-        assert_eq!(s.listen, "127.0.0.1:7000".parse().unwrap());
+        assert!(s.engine.accept_wal_loss, "a flag not given leaves the file's true alone");
+        assert_eq!(s.create, CreateOptions::default(), "the default fills the rest");
+        assert_eq!(s.serve.listen, "127.0.0.1:7000".parse().unwrap());
         assert_eq!(s.storage, Storage::Data(PathBuf::from("/from/file")));
         assert_eq!(s.server.auth_token.as_deref(), Some("flag"));
         assert_eq!(s.server.max_connections, 50);
         assert_eq!(s.server.header_timeout, Duration::from_millis(1500));
         assert_eq!(s.server.body_timeout, ServerOptions::default().body_timeout);
         assert!(s.server.request_log);
-        assert_eq!(s.worker_threads, Some(3));
+        assert_eq!(s.runtime.worker_threads, Some(3));
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_file_and_flags_over_the_environment() {
+        let _turn = ENVIRONMENT.lock().unwrap_or_else(|p| p.into_inner());
+        let file = write_config("max_batch = 64\nmax_linger_us = 5\nbody_timeout_ms = 10\n");
+        let path = file.path().to_str().unwrap();
+        let variables =
+            [("SHARDLITE_MAX_BATCH", "8"), ("SHARDLITE_TX", "deferred"), ("SHARDLITE_BODY_TIMEOUT_MS", "20")];
+        for (name, value) in variables {
+            std::env::set_var(name, value);
+        }
+        let s = parse_now(&["--data", "d", "--config", path, "--body-timeout-ms", "30"]);
+        for (name, _) in variables {
+            std::env::remove_var(name);
+        }
+        let s = s.unwrap();
+        assert_eq!(s.engine.max_batch, 8, "the environment beats the file");
+        assert_eq!(s.engine.transaction, TxMode::Deferred, "a variable is named after the flag (--tx)");
+        assert_eq!(s.engine.max_linger_us, 5, "the file beats the default");
+        assert_eq!(s.server.body_timeout, Duration::from_millis(30), "the flag beats the environment");
     }
 
     #[test]
     fn fixed_settings_in_the_file_count_as_given() {
-        let file = write_config("partitions = 4\n");
+        let file = write_config("partitions = 4\nfingerprint_bits = 8\n");
         let s = parse(&["--data", "d", "--config", file.path().to_str().unwrap()]).unwrap();
-        assert_eq!(s.engine.partitions, 4);
-        assert!(s.fixed_given);
+        let want = CreateOptions { partitions: Some(4), fingerprint_bits: Some(8), ..CreateOptions::default() };
+        assert_eq!(s.create, want);
     }
 
+    #[cfg(feature = "postgres")]
     #[test]
     fn a_postgres_backend_replaces_the_data_directory() {
         let url = "postgres://me@127.0.0.1:5432/db";
@@ -500,5 +563,35 @@ mod tests {
         assert!(err.to_string().contains("page_size"), "{err}");
         assert!(parse(&["--data", "d", "--synchronous", "fast"]).is_err());
         assert!(parse(&["--data", "d", "--auth-token", ""]).is_err());
+    }
+
+    #[test]
+    fn a_mistyped_key_of_any_layer_is_answered_with_the_nearest_key() {
+        for (typo, key) in
+            [("max_bach", "max_batch"), ("max_conections", "max_connections"), ("partition", "partitions")]
+        {
+            let file = write_config(&format!("{typo} = 1\n"));
+            let err = parse(&["--data", "d", "--config", file.path().to_str().unwrap()]).unwrap_err();
+            assert!(err.to_string().contains(&format!("unknown key `{typo}`; did you mean `{key}`?")), "{err}");
+        }
+    }
+
+    #[test]
+    fn every_key_is_a_flag_with_a_variable_and_help_shows_each_default_once() {
+        let mut cli = Cli::command();
+        let serve = cli.find_subcommand_mut("serve").unwrap();
+        let help = serve.render_help().to_string();
+        for key in known_keys().into_iter().filter(|k| *k != "fingerprint_bits") {
+            let flag = if key == "transaction" { "tx".to_owned() } else { key.replace('_', "-") };
+            assert!(help.contains(&format!("--{flag}")), "no --{flag} in\n{help}");
+            let variable = format!("[env: SHARDLITE_{}]", flag.replace('-', "_").to_uppercase());
+            assert!(help.contains(&variable), "no {variable} in\n{help}");
+        }
+        assert_eq!(help.matches("[default: 1024]").count(), 2, "max_batch and max_connections\n{help}");
+        assert!(help.contains("[default: 127.0.0.1:8080]") && help.contains("[default: 256]"), "{help}");
+        assert!(help.contains("[possible values: hash, sqlite, none]"), "{help}");
+        assert!(help.contains("[possible values: full, normal, off]"), "{help}");
+        assert!(!help.contains("[default: false]"), "a switch has no default to show\n{help}");
+        assert!(!help.contains("SPEC"), "{help}");
     }
 }

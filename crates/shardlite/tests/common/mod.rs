@@ -120,7 +120,7 @@ impl Drop for Server {
 
 /// `VmRSS` of `/proc/<pid>/status` in KiB (as the benchmark reads it); `None` if the process is gone.
 pub fn rss_kib(pid: u32) -> Option<u64> {
-    shardlite_bench::cost::rss_bytes(pid).map(|bytes| bytes / 1024)
+    shardlite_proc::rss_bytes(pid).map(|bytes| bytes / 1024)
 }
 
 /// An HTTP client that ignores proxy settings and gives up on a request after 30 s.
@@ -155,4 +155,11 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+}
+
+/// Every way `report` breaks the published schema of `shardlite bench --json`, a line each.
+pub fn schema_problems(report: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value = serde_json::from_str(shardlite_bench::report::SCHEMA).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    validator.iter_errors(report).map(|e| format!("{}: {e}", e.instance_path())).collect()
 }

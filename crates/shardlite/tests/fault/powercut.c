@@ -340,6 +340,16 @@ static mode_t mode_arg(int flags, va_list ap) {
     return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
 }
 
+/* The mode of an open(2) that creates: its variadic third argument. */
+#define MODE_ARG                                                                  \
+    mode_t mode;                                                                  \
+    {                                                                             \
+        va_list ap;                                                               \
+        va_start(ap, flags);                                                      \
+        mode = mode_arg(flags, ap);                                               \
+        va_end(ap);                                                               \
+    }
+
 #define OPEN_BODY(callid, realcall, dirfd)                                        \
     if (!active()) return realcall;                                               \
     int existed = exists_before(dirfd, path, flags);                              \
@@ -348,34 +358,22 @@ static mode_t mode_arg(int flags, va_list ap) {
     return opened(dirfd, path, flags, callid, t0, fd, existed)
 
 int open(const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
+    MODE_ARG;
     OPEN_BODY(C_OPEN, R(open)(path, flags, mode), AT_FDCWD);
 }
 
 int open64(const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
+    MODE_ARG;
     OPEN_BODY(C_OPEN64, R(open64)(path, flags, mode), AT_FDCWD);
 }
 
 int openat(int dirfd, const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
+    MODE_ARG;
     OPEN_BODY(C_OPENAT, R(openat)(dirfd, path, flags, mode), dirfd);
 }
 
 int openat64(int dirfd, const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
+    MODE_ARG;
     OPEN_BODY(C_OPENAT64, R(openat64)(dirfd, path, flags, mode), dirfd);
 }
 
@@ -442,90 +440,55 @@ static void record_write(uint8_t call, uint64_t t0, uint64_t ino, off_t offset, 
     errno = saved;
 }
 
+/* One body for every write: `at` (an expression of `offset`, `append_mode`, `flags`...) is where
+ * the bytes land, computed once the descriptor is known to be watched. */
+#define WRITE_BODY(callid, realcall, at, iov, iovcnt)                             \
+    uint64_t ino;                                                                 \
+    int append_mode;                                                              \
+    if (!watched_fd(fd, &ino, NULL, &append_mode)) return realcall;               \
+    off_t where = (at);                                                           \
+    uint64_t t0 = now();                                                          \
+    ssize_t r = realcall;                                                         \
+    if (r > 0) record_write(callid, t0, ino, where, iov, iovcnt, r);              \
+    return r
+
+/* pwritev2 with offset -1 (or an appending descriptor or flag) writes at the file position,
+ * like writev, and moves it. */
+#define V2_AT (offset == -1 || append_mode || (flags & RWF_APPEND) ? position(fd, append_mode || (flags & RWF_APPEND)) : offset)
+
 ssize_t write(int fd, const void *buf, size_t count) {
-    uint64_t ino;
-    int append_mode;
-    if (!watched_fd(fd, &ino, NULL, &append_mode)) return R(write)(fd, buf, count);
-    off_t offset = position(fd, append_mode);
-    uint64_t t0 = now();
-    ssize_t r = R(write)(fd, buf, count);
-    struct iovec iov = {(void *)buf, count};
-    if (r > 0) record_write(C_WRITE, t0, ino, offset, &iov, 1, r);
-    return r;
+    struct iovec one = {(void *)buf, count};
+    WRITE_BODY(C_WRITE, R(write)(fd, buf, count), position(fd, append_mode), &one, 1);
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
-    uint64_t ino;
-    if (!watched_fd(fd, &ino, NULL, NULL)) return R(pwrite)(fd, buf, count, offset);
-    uint64_t t0 = now();
-    ssize_t r = R(pwrite)(fd, buf, count, offset);
-    struct iovec iov = {(void *)buf, count};
-    if (r > 0) record_write(C_PWRITE, t0, ino, offset, &iov, 1, r);
-    return r;
+    struct iovec one = {(void *)buf, count};
+    WRITE_BODY(C_PWRITE, R(pwrite)(fd, buf, count, offset), offset, &one, 1);
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset) {
-    uint64_t ino;
-    if (!watched_fd(fd, &ino, NULL, NULL)) return R(pwrite64)(fd, buf, count, offset);
-    uint64_t t0 = now();
-    ssize_t r = R(pwrite64)(fd, buf, count, offset);
-    struct iovec iov = {(void *)buf, count};
-    if (r > 0) record_write(C_PWRITE64, t0, ino, offset, &iov, 1, r);
-    return r;
+    struct iovec one = {(void *)buf, count};
+    WRITE_BODY(C_PWRITE64, R(pwrite64)(fd, buf, count, offset), offset, &one, 1);
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
-    uint64_t ino;
-    int append_mode;
-    if (!watched_fd(fd, &ino, NULL, &append_mode)) return R(writev)(fd, iov, iovcnt);
-    off_t offset = position(fd, append_mode);
-    uint64_t t0 = now();
-    ssize_t r = R(writev)(fd, iov, iovcnt);
-    if (r > 0) record_write(C_WRITEV, t0, ino, offset, iov, iovcnt, r);
-    return r;
+    WRITE_BODY(C_WRITEV, R(writev)(fd, iov, iovcnt), position(fd, append_mode), iov, iovcnt);
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int iovcnt, off_t offset) {
-    uint64_t ino;
-    if (!watched_fd(fd, &ino, NULL, NULL)) return R(pwritev)(fd, iov, iovcnt, offset);
-    uint64_t t0 = now();
-    ssize_t r = R(pwritev)(fd, iov, iovcnt, offset);
-    if (r > 0) record_write(C_PWRITEV, t0, ino, offset, iov, iovcnt, r);
-    return r;
+    WRITE_BODY(C_PWRITEV, R(pwritev)(fd, iov, iovcnt, offset), offset, iov, iovcnt);
 }
 
 ssize_t pwritev64(int fd, const struct iovec *iov, int iovcnt, off64_t offset) {
-    uint64_t ino;
-    if (!watched_fd(fd, &ino, NULL, NULL)) return R(pwritev64)(fd, iov, iovcnt, offset);
-    uint64_t t0 = now();
-    ssize_t r = R(pwritev64)(fd, iov, iovcnt, offset);
-    if (r > 0) record_write(C_PWRITEV64, t0, ino, offset, iov, iovcnt, r);
-    return r;
+    WRITE_BODY(C_PWRITEV64, R(pwritev64)(fd, iov, iovcnt, offset), offset, iov, iovcnt);
 }
 
-/* pwritev2 with offset -1 writes at (and moves) the file position, like writev. */
 ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
-    uint64_t ino;
-    int append_mode;
-    if (!watched_fd(fd, &ino, NULL, &append_mode)) return R(pwritev2)(fd, iov, iovcnt, offset, flags);
-    off_t at = offset == -1 || append_mode || (flags & RWF_APPEND) ? position(fd, append_mode || (flags & RWF_APPEND))
-                                                                   : offset;
-    uint64_t t0 = now();
-    ssize_t r = R(pwritev2)(fd, iov, iovcnt, offset, flags);
-    if (r > 0) record_write(C_PWRITEV2, t0, ino, at, iov, iovcnt, r);
-    return r;
+    WRITE_BODY(C_PWRITEV2, R(pwritev2)(fd, iov, iovcnt, offset, flags), V2_AT, iov, iovcnt);
 }
 
 ssize_t pwritev64v2(int fd, const struct iovec *iov, int iovcnt, off64_t offset, int flags) {
-    uint64_t ino;
-    int append_mode;
-    if (!watched_fd(fd, &ino, NULL, &append_mode)) return R(pwritev64v2)(fd, iov, iovcnt, offset, flags);
-    off_t at = offset == -1 || append_mode || (flags & RWF_APPEND) ? position(fd, append_mode || (flags & RWF_APPEND))
-                                                                   : offset;
-    uint64_t t0 = now();
-    ssize_t r = R(pwritev64v2)(fd, iov, iovcnt, offset, flags);
-    if (r > 0) record_write(C_PWRITEV64V2, t0, ino, at, iov, iovcnt, r);
-    return r;
+    WRITE_BODY(C_PWRITEV64V2, R(pwritev64v2)(fd, iov, iovcnt, offset, flags), V2_AT, iov, iovcnt);
 }
 
 /* ---- sizes ---- */
@@ -536,22 +499,20 @@ static void record_size(uint8_t call, uint64_t t0, uint64_t ino, int64_t size) {
     errno = saved;
 }
 
+#define FTRUNCATE_BODY(callid, realcall)                                          \
+    uint64_t ino;                                                                 \
+    if (!watched_fd(fd, &ino, NULL, NULL)) return realcall;                       \
+    uint64_t t0 = now();                                                          \
+    int r = realcall;                                                             \
+    if (r == 0) record_size(callid, t0, ino, length);                             \
+    return r
+
 int ftruncate(int fd, off_t length) {
-    uint64_t ino;
-    if (!watched_fd(fd, &ino, NULL, NULL)) return R(ftruncate)(fd, length);
-    uint64_t t0 = now();
-    int r = R(ftruncate)(fd, length);
-    if (r == 0) record_size(C_FTRUNCATE, t0, ino, length);
-    return r;
+    FTRUNCATE_BODY(C_FTRUNCATE, R(ftruncate)(fd, length));
 }
 
 int ftruncate64(int fd, off64_t length) {
-    uint64_t ino;
-    if (!watched_fd(fd, &ino, NULL, NULL)) return R(ftruncate64)(fd, length);
-    uint64_t t0 = now();
-    int r = R(ftruncate64)(fd, length);
-    if (r == 0) record_size(C_FTRUNCATE64, t0, ino, length);
-    return r;
+    FTRUNCATE_BODY(C_FTRUNCATE64, R(ftruncate64)(fd, length));
 }
 
 static int truncate_path(uint8_t call, const char *path, off64_t length, int (*real)(const char *, off64_t)) {
@@ -687,20 +648,19 @@ static int synced(uint8_t call, uint64_t ino, int is_dir, uint64_t t0, int r, in
     return r;
 }
 
+#define SYNC_BODY(callid, realcall)                                               \
+    uint64_t ino;                                                                 \
+    int is_dir;                                                                   \
+    if (!watched_fd(fd, &ino, &is_dir, NULL)) return realcall;                    \
+    uint64_t t0 = now();                                                          \
+    return synced(callid, ino, is_dir, t0, realcall, 0, 0)
+
 int fsync(int fd) {
-    uint64_t ino;
-    int is_dir;
-    if (!watched_fd(fd, &ino, &is_dir, NULL)) return R(fsync)(fd);
-    uint64_t t0 = now();
-    return synced(C_FSYNC, ino, is_dir, t0, R(fsync)(fd), 0, 0);
+    SYNC_BODY(C_FSYNC, R(fsync)(fd));
 }
 
 int fdatasync(int fd) {
-    uint64_t ino;
-    int is_dir;
-    if (!watched_fd(fd, &ino, &is_dir, NULL)) return R(fdatasync)(fd);
-    uint64_t t0 = now();
-    return synced(C_FDATASYNC, ino, is_dir, t0, R(fdatasync)(fd), 0, 0);
+    SYNC_BODY(C_FDATASYNC, R(fdatasync)(fd));
 }
 
 /* syncfs of any descriptor on the directory's file system flushes it all; recorded with the

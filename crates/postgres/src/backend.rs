@@ -5,35 +5,35 @@
 //! many partitions (PostgreSQL routes each row; the SQL is the same). Single writes are
 //! autocommitted statements; a batch is one transaction, so unlike the SQLite engine it is
 //! atomic as a whole. Durability is the server's (`synchronous_commit`, `fsync`). PostgreSQL's
-//! own figures ([`figures`]) go to `/stats` and `/metrics`.
-
-mod figures;
-mod sql;
+//! own figures ([`crate::views`]) go to `/stats` and `/metrics` as the server's typed
+//! [`PostgresFigures`]; its errors become the server's [`BackendError`]s here.
 
 use std::{str::FromStr, time::Duration};
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use prometheus_client::encoding::DescriptorEncoder;
-use serde::Serialize;
-use serde_json::{json, Map, Value};
-use shardlite_engine::{Error as EngineError, Op, Outcome, Record, MAX_KEY_LEN};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use shardlite_engine::{Op, Outcome, Record, MAX_KEY_LEN};
+use shardlite_server::{
+    figures::{PoolFigures, PostgresFigures, PostgresSettings},
+    Backend, BackendError, BackendResult, BoxFuture, Figures,
+};
 use tokio_postgres::NoTls;
 
-use crate::backend::{Backend, BackendError, BackendResult, BoxFuture};
-use figures::Figures;
-use sql::Statements;
+use crate::{
+    error::{db_error, pool_error},
+    sql::{self, Statements},
+    views::Views,
+};
+
+/// The table a backend uses unless told otherwise.
+pub const DEFAULT_TABLE: &str = "kv";
 
 /// How long a request waits for a pooled connection before answering 503.
 const POOL_WAIT: Duration = Duration::from_secs(5);
 
-/// How long a `/metrics` scrape waits for PostgreSQL's figures before going without them.
-const METRICS_WAIT: Duration = Duration::from_secs(2);
-
 /// What to connect to and how the data is laid out.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgOptions {
     /// `postgres://USER[:PASSWORD]@HOST:PORT/DB` (or a key=value connection string).
-    #[serde(skip)]
     pub url: String,
     /// The table's name: lowercase letters, digits and `_`, starting with a letter.
     pub table: String,
@@ -51,7 +51,7 @@ impl PgOptions {
         let cpus = std::thread::available_parallelism().map_or(4, usize::from);
         Self {
             url: url.into(),
-            table: "kv".to_owned(),
+            table: DEFAULT_TABLE.to_owned(),
             partitions: 1,
             pool_size: cpus.max(4),
             max_value: shardlite_engine::Config::default().max_value,
@@ -118,11 +118,11 @@ impl PgBackend {
     fn check(&self, op: &Op) -> BackendResult<()> {
         let len = op.key().len();
         if len == 0 || len > MAX_KEY_LEN {
-            return Err(EngineError::InvalidKey { len, max: MAX_KEY_LEN }.into());
+            return Err(BackendError::InvalidKey { len });
         }
         match op {
             Op::Put { value, .. } if value.len() > self.options.max_value => {
-                Err(EngineError::ValueTooLarge { len: value.len(), max: self.options.max_value }.into())
+                Err(BackendError::ValueTooLarge { len: value.len(), max: self.options.max_value })
             }
             _ => Ok(()),
         }
@@ -156,37 +156,19 @@ impl PgBackend {
         }
     }
 
-    async fn read_stats(&self) -> BackendResult<Map<String, Value>> {
-        let figures = Figures::read(&self.client().await?, &self.options.table).await?;
-        let pool = self.pool.status();
-        let mut out = Map::new();
-        out.insert("totals".into(), json!({"records": figures.table.live, "db_bytes": figures.table.bytes}));
-        out.insert(
-            "store".into(),
-            json!({
-                "server": self.target,
-                "table": figures.table,
-                "database": figures.database_json(),
-                "wal": figures.wal,
-                "pool": {"max_size": pool.max_size, "size": pool.size, "available": pool.available,
-                         "waiting": pool.waiting},
-            }),
-        );
-        out.insert("config".into(), json!(self.options));
-        Ok(out)
-    }
-
-    /// Reads the figures for a `/metrics` scrape, blocking this (non-runtime) thread on the
-    /// server's runtime for at most [`METRICS_WAIT`].
-    fn read_figures_blocking(&self) -> BackendResult<Figures> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| BackendError::Unavailable(format!("no runtime to reach PostgreSQL from: {e}")))?;
-        runtime.block_on(async {
-            let read = async { Figures::read(&self.client().await?, &self.options.table).await };
-            tokio::time::timeout(METRICS_WAIT, read)
-                .await
-                .map_err(|_| BackendError::Unavailable(format!("no figures within {METRICS_WAIT:?}")))?
-        })
+    async fn read_figures(&self) -> BackendResult<Figures> {
+        let Views { database, table, wal } = Views::read(&self.client().await?, &self.options.table).await?;
+        let status = self.pool.status();
+        let pool = PoolFigures {
+            max_size: status.max_size,
+            size: status.size,
+            available: status.available,
+            waiting: status.waiting,
+        };
+        let PgOptions { table: name, partitions, pool_size, max_value, .. } = self.options.clone();
+        let settings = PostgresSettings { table: name, partitions, pool_size, max_value };
+        let server = self.target.clone();
+        Ok(Figures::Postgres(Box::new(PostgresFigures { server, table, database, wal, pool, settings })))
     }
 }
 
@@ -217,47 +199,14 @@ impl Backend for PgBackend {
         Box::pin(self.run_batch(ops))
     }
 
-    fn stats(&self) -> BoxFuture<'_, BackendResult<Map<String, Value>>> {
-        Box::pin(self.read_stats())
-    }
-
-    fn encode_metrics(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        match self.read_figures_blocking() {
-            Ok(figures) => figures.encode(&self.pool.status(), enc),
-            Err(err) => {
-                // The scrape still carries the HTTP layer's and the process's metrics.
-                tracing::warn!(%err, "reading PostgreSQL's figures for /metrics failed");
-                Ok(())
-            }
-        }
+    fn figures(&self) -> BoxFuture<'_, BackendResult<Figures>> {
+        Box::pin(self.read_figures())
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
         // Every write was committed before it was answered: closing only drops the connections.
         self.pool.close();
         Box::pin(std::future::ready(()))
-    }
-}
-
-/// A database error as the API reports it.
-fn db_error(err: tokio_postgres::Error) -> BackendError {
-    if err.is_closed() {
-        return BackendError::Unavailable(err.to_string());
-    }
-    match err.as_db_error() {
-        // SQLSTATE 53100: disk_full.
-        Some(db) if db.code().code() == "53100" => EngineError::DiskFull(db.to_string()).into(),
-        Some(db) => BackendError::Database(db.to_string()),
-        None => BackendError::Database(err.to_string()),
-    }
-}
-
-/// A failure to get a pooled connection.
-fn pool_error(err: PoolError) -> BackendError {
-    match err {
-        PoolError::Closed => EngineError::Closed.into(),
-        PoolError::Backend(err) => db_error(err),
-        other => BackendError::Unavailable(other.to_string()),
     }
 }
 

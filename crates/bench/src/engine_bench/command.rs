@@ -4,8 +4,9 @@
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context;
-use shardlite_bench::engine_bench;
 use shardlite_engine::{Config, IndexMode, Synchronous};
+
+use crate::engine_bench;
 
 /// Flags of `shardlite bench-engine`.
 #[derive(Debug, clap::Args)]
@@ -59,9 +60,9 @@ pub fn run(args: BenchEngineArgs) -> anyhow::Result<()> {
         phase: Duration::from_secs_f64(args.seconds),
         evict_before_get: args.evict,
         data_dir: args.data,
+        partitions: args.partitions,
         config: with_settings(
             Config {
-                partitions: args.partitions,
                 synchronous: args.synchronous,
                 writer_threads: args.writer_threads,
                 cache_size_kib: args.cache_size_kib,

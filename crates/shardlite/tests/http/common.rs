@@ -11,11 +11,9 @@ use std::{
     time::Duration,
 };
 
-use shardlite_engine::{Config, Store, Synchronous};
-use shardlite_server::{
-    postgres::{PgBackend, PgOptions},
-    Backend, ServerOptions, SqliteBackend,
-};
+use shardlite_engine::{Config, CreateOptions, Store, Synchronous};
+use shardlite_postgres::{PgBackend, PgOptions};
+use shardlite_server::{Backend, ServerOptions, SqliteBackend};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -23,10 +21,17 @@ use tokio::{
     task::JoinHandle,
 };
 
-/// A small, fast configuration: few partitions, no fsync (durability is tested by the engine).
+/// Partitions of a test directory (and of a PostgreSQL test table).
+pub const PARTITIONS: u32 = 4;
+
+/// A small data directory: [`PARTITIONS`] partitions, the defaults for the rest.
+pub fn directory() -> CreateOptions {
+    CreateOptions { partitions: Some(PARTITIONS), ..CreateOptions::default() }
+}
+
+/// A small, fast configuration: no fsync (durability is tested by the engine).
 pub fn config() -> Config {
     Config {
-        partitions: 4,
         synchronous: Synchronous::Off,
         writer_threads: 2,
         lookup_threads: 2,
@@ -88,18 +93,27 @@ pub struct TestBackend {
 }
 
 impl TestBackend {
-    /// A new backend of `kind`: a store with `config`, or a new table with the config's
-    /// partitions and `max_value` (and a pool of 4).
+    /// A new backend of `kind`: a store of [`directory`] with `config`, or a new table with
+    /// [`PARTITIONS`] partitions and the config's `max_value` (and a pool of 4).
     pub async fn new(kind: Kind, config: Config) -> Self {
+        Self::created(kind, directory(), config).await
+    }
+
+    /// A new backend of `kind`: a store created with `create`, or a new table with its
+    /// partitions (1 if not given) and the config's `max_value` (and a pool of 4).
+    pub async fn created(kind: Kind, create: CreateOptions, config: Config) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (backend, table): (Arc<dyn Backend>, _) = match kind {
-            Kind::Sqlite => (Arc::new(SqliteBackend::new(Arc::new(Store::create(dir.path(), config).unwrap()))), None),
+            Kind::Sqlite => {
+                let store = Store::create(dir.path(), create, config).unwrap();
+                (Arc::new(SqliteBackend::new(Arc::new(store))), None)
+            }
             Kind::Postgres => {
                 let table = fresh_table();
                 let url = postgres_url().expect("SHARDLITE_TEST_POSTGRES names the test server");
                 let options = PgOptions {
                     table: table.clone(),
-                    partitions: config.partitions,
+                    partitions: create.partitions.unwrap_or(1),
                     pool_size: 4,
                     max_value: config.max_value,
                     ..PgOptions::new(url)
@@ -118,13 +132,7 @@ impl Drop for TestBackend {
         let (Some(table), Some(url)) = (self.table.take(), postgres_url()) else { return };
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-                let connection = tokio::spawn(connection);
-                client.batch_execute(&format!("DROP TABLE IF EXISTS {table} CASCADE")).await.unwrap();
-                drop(client);
-                let _ = connection.await;
-            });
+            runtime.block_on(shardlite_postgres::drop_table(&url, &table)).unwrap();
         });
         let _ = dropped.join();
     }
@@ -162,7 +170,16 @@ impl TestServer {
 
     /// Starts a server with these options on a new [`TestBackend`] of `kind`.
     pub async fn on_with(kind: Kind, config: Config, options: ServerOptions) -> Self {
-        let storage = TestBackend::new(kind, config).await;
+        Self::serve(TestBackend::new(kind, config).await, options).await
+    }
+
+    /// Starts a server with the default options over a new data directory created with `create`.
+    pub async fn start_created(create: CreateOptions, config: Config) -> Self {
+        Self::serve(TestBackend::created(Kind::Sqlite, create, config).await, ServerOptions::default()).await
+    }
+
+    /// Starts a server with these options on `storage`.
+    async fn serve(storage: TestBackend, options: ServerOptions) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

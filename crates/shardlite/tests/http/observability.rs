@@ -2,9 +2,9 @@
 
 use reqwest::{header, StatusCode};
 use serde_json::Value;
-use shardlite_engine::{Config, KeyHasher, Synchronous};
+use shardlite_engine::{Config, CreateOptions, KeyHasher, Synchronous};
 
-use crate::common::{config, key, on_both_backends, Kind, TestServer};
+use crate::common::{config, key, on_both_backends, Kind, TestServer, PARTITIONS};
 
 on_both_backends!(stats_name_the_backend_and_count_its_records, metrics_carry_the_backends_own_figures);
 
@@ -132,7 +132,7 @@ async fn metrics_count_requests_by_route_and_status_and_read_the_store() {
 #[tokio::test]
 async fn metrics_count_the_commit_logs_flushes() {
     let config = Config { synchronous: Synchronous::Full, ..config() };
-    let hasher = KeyHasher::new(config.hash_seed, config.partitions);
+    let hasher = KeyHasher::new(CreateOptions::DEFAULT_HASH_SEED, PARTITIONS);
     let server = TestServer::start(config).await;
     for i in 0..3 {
         server.client.put(server.kv(&key(i))).body("v").send().await.unwrap();

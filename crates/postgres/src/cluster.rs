@@ -1,9 +1,12 @@
-//! PostgreSQL for `bench matrix --spawn-postgres` / `--with-postgres`: a throwaway cluster
-//! ([`Cluster`]) started from the system's binaries in a temporary directory — `initdb`, then
-//! `pg_ctl start` with [`BENCH_TUNING`], as the `postgres` user when we are root, listening on
-//! loopback only at a free port — and stopped and removed when its handle is dropped, even
-//! after an error. Also the benchmark's own table names ([`fresh_table`]) and their removal
-//! ([`drop_table`]), so that runs against a user's server see none of each other's data.
+//! A throwaway PostgreSQL cluster ([`Cluster`]), the one way this repository starts one: for
+//! `bench matrix --spawn-postgres` ([`BENCH_TUNING`]) and for the tests CI runs against
+//! PostgreSQL ([`TEST_SETTINGS`], through `pg-cluster start`). Started from the system's
+//! binaries in a temporary directory — `initdb`, then `pg_ctl start` with the settings, as the
+//! `postgres` user when we are root, listening on loopback only at a free port — and stopped
+//! and removed when its handle is dropped, even after an error (or, once [`Cluster::keep`]
+//! let it outlive the process, by [`Cluster::stop_kept`]). Also the benchmark's and tests' own
+//! table names ([`fresh_table`]) and their removal ([`drop_table`]), so that runs against a
+//! user's server see none of each other's data.
 
 use std::{
     fmt::Write as _,
@@ -41,6 +44,10 @@ pub const BENCH_TUNING: &[(&str, &str)] = &[
     ("max_connections", "200"),
 ];
 
+/// Settings of the tests' cluster: they check semantics, not durability, so no fsync; many
+/// tests run at once, each with a pool of its own.
+pub const TEST_SETTINGS: &[(&str, &str)] = &[("fsync", "off"), ("max_connections", "300")];
+
 /// A running throwaway cluster; dropping it stops the server and removes its directory.
 #[derive(Debug)]
 pub struct Cluster {
@@ -50,6 +57,8 @@ pub struct Cluster {
     owner: Option<Owner>,
     /// Removed (with the cluster's files) after the server stopped: fields drop after `drop`.
     dir: tempfile::TempDir,
+    /// Left running by [`Cluster::keep`]: dropping the handle stops nothing.
+    kept: bool,
 }
 
 /// Whom the cluster's files and processes belong to when we are root (initdb refuses root).
@@ -64,13 +73,14 @@ impl Cluster {
     pub fn start(settings: &[(&str, &str)]) -> anyhow::Result<Self> {
         let bin = bin_dir()?;
         let owner = owner()?;
-        let dir = tempfile::Builder::new().prefix("shardlite-bench-pg").tempdir()?;
+        let dir = tempfile::Builder::new().prefix("shardlite-pg").tempdir()?;
         if let Some(o) = owner {
             nix::unistd::chown(dir.path(), Some(o.uid.into()), Some(o.gid.into()))?;
         }
         // A free port: bind port 0, note it, release it (as for the spawned server).
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let cluster = Self { bin, url: format!("postgres://{ROLE}@127.0.0.1:{port}/postgres"), owner, dir };
+        let url = format!("postgres://{ROLE}@127.0.0.1:{port}/postgres");
+        let cluster = Self { bin, url, owner, dir, kept: false };
         let data = cluster.data();
         cluster.run("initdb", |c| {
             c.arg("-D").arg(&data).args(["-U", ROLE, "--auth=trust", "-E", "UTF8", "--no-sync"]);
@@ -93,33 +103,66 @@ impl Cluster {
         self.dir.path().join("data")
     }
 
+    /// Leaves the cluster running after this handle and the process are gone; returns its
+    /// directory, for [`Cluster::stop_kept`].
+    pub fn keep(mut self) -> PathBuf {
+        self.kept = true;
+        self.dir.disable_cleanup(true);
+        self.dir.path().to_owned()
+    }
+
+    /// Stops a cluster that [`Cluster::keep`] left running in `dir`, at once (it holds nothing
+    /// worth a clean shutdown), and removes the directory.
+    pub fn stop_kept(dir: &Path) -> anyhow::Result<()> {
+        let (bin, owner) = (bin_dir()?, owner()?);
+        let stopped = run(&bin, owner, dir, "pg_ctl", |c| {
+            c.arg("-D").arg(dir.join("data")).args(["-m", "immediate", "-w", "stop"]);
+        });
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+        stopped
+    }
+
     /// Runs one of the cluster's programs to completion (as the owner), its output captured.
     fn run(&self, program: &str, args: impl FnOnce(&mut Command)) -> anyhow::Result<()> {
-        let mut command = Command::new(self.bin.join(program));
-        args(&mut command);
-        command.current_dir(self.dir.path()).stdin(Stdio::null());
-        if let Some(o) = self.owner {
-            command.uid(o.uid).gid(o.gid);
-        }
-        let out = command.output().with_context(|| format!("running {}", self.bin.join(program).display()))?;
-        anyhow::ensure!(
-            out.status.success(),
-            "{program} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(())
+        run(&self.bin, self.owner, self.dir.path(), program, args)
     }
+}
+
+/// Runs `program` of `bin` in `dir` to completion (as `owner`, if any), its output captured.
+fn run(
+    bin: &Path,
+    owner: Option<Owner>,
+    dir: &Path,
+    program: &str,
+    args: impl FnOnce(&mut Command),
+) -> anyhow::Result<()> {
+    let mut command = Command::new(bin.join(program));
+    args(&mut command);
+    command.current_dir(dir).stdin(Stdio::null());
+    if let Some(o) = owner {
+        command.uid(o.uid).gid(o.gid);
+    }
+    let out = command.output().with_context(|| format!("running {}", bin.join(program).display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{program} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
         let data = self.data();
         if let Err(err) = self.run("pg_ctl", |c| {
             c.arg("-D").arg(&data).args(["-m", "fast", "-w", "stop"]);
         }) {
-            eprintln!("stopping the benchmark's PostgreSQL cluster: {err:#}");
+            eprintln!("stopping the throwaway PostgreSQL cluster: {err:#}");
         }
     }
 }

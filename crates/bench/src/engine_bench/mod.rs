@@ -5,7 +5,10 @@
 //! with the measured ones, index merged: the steady state), then for each caller count run
 //! `insert` (fresh keys), `update` and `get` (uniformly random existing keys) for a fixed time.
 //! Each phase reports operations/s, latency percentiles, errors, and what it cost: bytes and
-//! requests read from the disk per operation, bytes written per operation.
+//! requests read from the disk per operation, bytes written per operation. `shardlite
+//! bench-engine` is [`command`].
+
+pub mod command;
 
 use std::{
     path::{Path, PathBuf},
@@ -15,12 +18,10 @@ use std::{
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use shardlite_engine::{Condition, Config, IndexMode, Op, Store, Synchronous};
+use shardlite_engine::{layout::Layout, Condition, Config, CreateOptions, IndexMode, Op, Store, Synchronous};
+use shardlite_proc::{DiskStats, ProcessStats};
 
-use crate::{
-    keyspace,
-    sysio::{self, DiskStats, ProcIo},
-};
+use crate::keyspace;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -43,8 +44,9 @@ pub struct Options {
     /// afterwards. `Some`: kept, and a mode whose directory already holds the records is not
     /// preloaded again (so a run under a memory limit can reuse a load made without one).
     pub data_dir: Option<PathBuf>,
-    /// Engine settings for the measured phases (partitions, synchronous, ...); `index` is
-    /// taken from `modes`.
+    /// Partitions of each data directory.
+    pub partitions: u32,
+    /// Engine settings for the measured phases (synchronous, writer threads, ...).
     pub config: Config,
     /// Key-space seed.
     pub seed: u64,
@@ -61,7 +63,8 @@ impl Default for Options {
             phase: Duration::from_secs(5),
             evict_before_get: false,
             data_dir: None,
-            config: Config { partitions: 16, ..Config::default() },
+            partitions: 16,
+            config: Config::default(),
             seed: 1,
         }
     }
@@ -129,15 +132,16 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec
     let mut reports = Vec::new();
     for &mode in &opts.modes {
         let dir = base.join(mode.as_str());
-        let config = Config { index: mode, ..opts.config.clone() };
-        let preload_per_sec = if dir.join("shardlite.toml").exists() {
+        let create = CreateOptions { partitions: Some(opts.partitions), index: Some(mode), ..CreateOptions::default() };
+        let config = opts.config.clone();
+        let preload_per_sec = if Layout::new(&dir).exists() {
             progress(&format!("{mode}: reusing {}", dir.display()));
             0.0
         } else {
             progress(&format!("{mode}: preloading {} records", opts.records));
-            preload(&dir, &config, opts)?
+            preload(&dir, create, &config, opts)?
         };
-        let store = Store::open(&dir, config)?;
+        let store = Store::open_or_create(&dir, create, config)?;
         store.merge_indexes()?;
         let stats = store.stats();
         let records = stats.sum(|p| p.records).max(1);
@@ -148,7 +152,7 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec
         for &callers in &opts.callers {
             for &phase in phase_names(mode) {
                 if phase == "get" && opts.evict_before_get {
-                    sysio::evict_page_cache(&dir)?;
+                    shardlite_proc::evict_page_cache(&dir)?;
                 }
                 progress(&format!("{mode}: {phase} with {callers} callers"));
                 let result = run_phase(&store, &dir, mode, phase, callers, opts, &next_insert);
@@ -185,9 +189,9 @@ fn phase_names(mode: IndexMode) -> &'static [&'static str] {
 }
 
 /// Loads records `0..records` with fsync off and big batches, then closes (checkpointing).
-fn preload(dir: &Path, config: &Config, opts: &Options) -> anyhow::Result<f64> {
+fn preload(dir: &Path, create: CreateOptions, config: &Config, opts: &Options) -> anyhow::Result<f64> {
     let fast = Config { synchronous: Synchronous::Off, ..config.clone() };
-    let store = Store::create(dir, fast)?;
+    let store = Store::create(dir, create, fast)?;
     let started = Instant::now();
     let next = AtomicU64::new(0);
     const CHUNK: u64 = 20_000;
@@ -233,7 +237,7 @@ fn run_phase(
     opts: &Options,
     next_insert: &AtomicU64,
 ) -> Phase {
-    let (io0, disk0, cpu0) = (ProcIo::of_self(), DiskStats::for_path(dir), sysio::cpu_seconds());
+    let (process0, disk0) = (ProcessStats::read(), DiskStats::for_path(dir));
     let started = Instant::now();
     let deadline = started + opts.phase;
     let results: Vec<(Histogram<u64>, u64)> = std::thread::scope(|s| {
@@ -276,9 +280,9 @@ fn run_phase(
         threads.into_iter().map(|t| t.join().expect("caller thread panicked")).collect()
     });
     let elapsed = started.elapsed().as_secs_f64();
-    let io = ProcIo::of_self().since(&io0);
+    let process = ProcessStats::read().since(&process0);
     let disk = DiskStats::for_path(dir).since(&disk0);
-    let cpu = sysio::cpu_seconds() - cpu0;
+    let cpu = process.cpu_seconds();
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
     let mut errors = 0;
     for (h, e) in &results {
@@ -299,13 +303,14 @@ fn run_phase(
         p999_us: hist.value_at_quantile(0.999),
         max_us: hist.max(),
         disk_reads_per_op: per_op(disk.reads),
-        read_bytes_per_op: per_op(io.read_bytes),
-        write_bytes_per_op: per_op(io.write_bytes),
+        read_bytes_per_op: per_op(process.read_bytes),
+        write_bytes_per_op: per_op(process.write_bytes),
         cpu_busy: cpu / elapsed,
     }
 }
 
-/// The results as a text table, one line per phase, in the sizing note's spirit.
+/// The results as a text table, one line per phase, as the first prototype's results are
+/// written (`docs/sizing.md`).
 pub fn render(reports: &[ModeReport]) -> String {
     let mut out = String::new();
     for r in reports {
@@ -349,7 +354,8 @@ mod tests {
             records: 2_000,
             callers: vec![2],
             phase: Duration::from_millis(100),
-            config: Config { partitions: 2, synchronous: Synchronous::Off, ..Config::default() },
+            partitions: 2,
+            config: Config { synchronous: Synchronous::Off, ..Config::default() },
             ..Options::default()
         };
         let reports = run(&opts, |_| {}).unwrap();

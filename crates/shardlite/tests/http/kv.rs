@@ -1,10 +1,10 @@
-//! `/kv/{key}`: every row of SPEC §2 for GET, HEAD, PUT and DELETE, with their headers and
+//! `/kv/{key}`: every row of `docs/http-api.md`'s Routes for GET, HEAD, PUT and DELETE, with their headers and
 //! bodies, and the conditional requests. The storage semantics run on both backends.
 
 use reqwest::{header, StatusCode};
-use shardlite_engine::{Config, IndexMode};
+use shardlite_engine::{Config, CreateOptions, IndexMode};
 
-use crate::common::{config, error_of, key, on_both_backends, Kind, TestServer};
+use crate::common::{config, directory, error_of, key, on_both_backends, Kind, TestServer};
 
 fn etag(resp: &reqwest::Response) -> Option<&str> {
     resp.headers().get(header::ETAG).map(|v| v.to_str().unwrap())
@@ -227,7 +227,8 @@ where
 
 #[tokio::test]
 async fn index_mode_none_accepts_only_unconditional_puts() {
-    let server = TestServer::start(Config { index: IndexMode::None, ..config() }).await;
+    let none = CreateOptions { index: Some(IndexMode::None), ..directory() };
+    let server = TestServer::start_created(none, config()).await;
     let url = server.kv(&key(12));
     assert_eq!(server.client.put(&url).body("v").send().await.unwrap().status(), StatusCode::CREATED);
     for req in [

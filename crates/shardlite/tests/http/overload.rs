@@ -2,22 +2,17 @@
 //! acknowledged is readable afterwards.
 
 use reqwest::{header, StatusCode};
-use shardlite_engine::{Config, Synchronous};
+use shardlite_engine::{Config, CreateOptions, Synchronous};
 
-use crate::common::{config, error_of, key, TestServer};
+use crate::common::{config, directory, error_of, key, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_answers_503_and_loses_no_acknowledged_write() {
     // One writer with room for one queued job, committing with an fsync each time.
-    let tiny = Config {
-        partitions: 1,
-        writer_threads: 1,
-        queue_capacity: 1,
-        max_batch: 1,
-        synchronous: Synchronous::Full,
-        ..config()
-    };
-    let server = TestServer::start(tiny).await;
+    let tiny =
+        Config { writer_threads: 1, queue_capacity: 1, max_batch: 1, synchronous: Synchronous::Full, ..config() };
+    let one = CreateOptions { partitions: Some(1), ..directory() };
+    let server = TestServer::start_created(one, tiny).await;
     let (mut created, mut refused) = (Vec::new(), 0);
     // Concurrency makes the overload, not timing; a few rounds make it certain.
     for round in 0..5u32 {

@@ -18,10 +18,16 @@ use proptest::{
     prelude::*,
     test_runner::{Config as ProptestConfig, TestCaseError, TestRunner},
 };
-use shardlite_engine::{Condition, Config, Error as EngineError, Op, Outcome, Version};
+use shardlite_engine::{Condition, Config, Op, Outcome};
 use shardlite_server::{Backend, BackendError};
 
 use crate::common::{config, on_both_backends, Kind, TestBackend};
+
+/// The model of conditions, shared with the engine's model test.
+#[path = "../../../engine/tests/common/conditions.rs"]
+mod conditions;
+
+use conditions::{cond, holds, resolve, KeyModel};
 
 on_both_backends!(backends_follow_the_model);
 
@@ -31,22 +37,10 @@ const KEYS: u8 = 12;
 /// The backends' `max_value`; values go one byte over it now and then.
 const MAX_VALUE: usize = 24;
 
-/// One key as the model knows it: its current record, and every version it was given.
-#[derive(Debug, Clone, Default)]
-struct KeyModel {
-    current: Option<(Version, Vec<u8>)>,
-    seen: Vec<Version>,
-}
-
 type Model = BTreeMap<u8, KeyModel>;
 
 /// One operation, its condition relative to the model (so that matches are likely).
-#[derive(Debug, Clone)]
-enum Item {
-    Put(u8, Vec<u8>, Cond),
-    Delete(u8, Cond),
-    Get(u8),
-}
+type Item = conditions::Item<u8>;
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -54,35 +48,11 @@ enum Step {
     Batch(Vec<Item>),
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Cond {
-    None,
-    Absent,
-    Present,
-    /// The current version, or the key's latest earlier one.
-    Current,
-    /// The n-th latest version the key was given (stale, mostly).
-    Seen(usize),
-    /// A version the backend never gave.
-    Unknown,
-}
-
-fn cond() -> impl Strategy<Value = Cond> {
-    prop_oneof![
-        3 => Just(Cond::None),
-        1 => Just(Cond::Absent),
-        1 => Just(Cond::Present),
-        2 => Just(Cond::Current),
-        1 => (0usize..3).prop_map(Cond::Seen),
-        1 => Just(Cond::Unknown),
-    ]
-}
-
 fn item() -> impl Strategy<Value = Item> {
     let value = proptest::collection::vec(any::<u8>(), 0..=MAX_VALUE + 1);
     prop_oneof![
-        5 => (0..KEYS, value, cond()).prop_map(|(k, v, c)| Item::Put(k, v, c)),
-        2 => (0..KEYS, cond()).prop_map(|(k, c)| Item::Delete(k, c)),
+        5 => (0..KEYS, value, cond(2, 1, 3)).prop_map(|(k, v, c)| Item::Put(k, v, c)),
+        2 => (0..KEYS, cond(2, 1, 3)).prop_map(|(k, c)| Item::Delete(k, c)),
         2 => (0..KEYS).prop_map(Item::Get),
     ]
 }
@@ -159,9 +129,7 @@ async fn run_case(backend: &dyn Backend, case: u32, steps: Vec<Step>) -> Result<
 /// The refusal of a put whose value is over `max_value`.
 fn oversized(item: &Item) -> Option<BackendError> {
     match item {
-        Item::Put(_, v, _) if v.len() > MAX_VALUE => {
-            Some(EngineError::ValueTooLarge { len: v.len(), max: MAX_VALUE }.into())
-        }
+        Item::Put(_, v, _) if v.len() > MAX_VALUE => Some(BackendError::ValueTooLarge { len: v.len(), max: MAX_VALUE }),
         _ => None,
     }
 }
@@ -179,20 +147,6 @@ fn condition_of(op: &Op) -> Condition {
     match op {
         Op::Get { .. } => Condition::None,
         Op::Put { condition, .. } | Op::Delete { condition, .. } => *condition,
-    }
-}
-
-fn resolve(c: Cond, key: &KeyModel) -> Condition {
-    let latest = |n: usize| key.seen.iter().rev().nth(n).copied();
-    match c {
-        Cond::None => Condition::None,
-        Cond::Absent => Condition::Absent,
-        Cond::Present => Condition::Present,
-        Cond::Current => {
-            key.current.as_ref().map(|(v, _)| *v).or(latest(0)).map_or(Condition::Present, Condition::Version)
-        }
-        Cond::Seen(n) => latest(n).map_or(Condition::UnknownVersion, Condition::Version),
-        Cond::Unknown => Condition::UnknownVersion,
     }
 }
 
@@ -218,22 +172,17 @@ fn check(
         return if got == Err(err.clone()) { Ok(()) } else { Err(format!("got {got:?}, want {err:?}")) };
     }
     let current = key.current.as_ref().map(|(v, _)| *v);
-    let holds = match (condition, current) {
-        (Condition::None, _) | (Condition::Absent, None) | (Condition::Present, Some(_)) => true,
-        (Condition::Version(want), Some(have)) => want == have,
-        _ => false,
-    };
-    let refused = |err: EngineError| {
-        if got == Err(err.clone().into()) {
+    let refused = |err: BackendError| {
+        if got == Err(err.clone()) {
             Ok(())
         } else {
             Err(format!("got {got:?}, want {err:?}"))
         }
     };
     match item {
-        _ if !holds => refused(EngineError::ConditionFailed { current }),
+        _ if !holds(condition, current) => refused(BackendError::ConditionFailed { current }),
         Item::Delete(..) => match current {
-            None => refused(EngineError::NotFound),
+            None => refused(BackendError::NotFound),
             Some(version) if got == Ok(Outcome::Deleted { version }) => {
                 key.current = None;
                 Ok(())

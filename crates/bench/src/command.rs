@@ -2,25 +2,23 @@
 //! arguments it is the README's demonstration: spawn a server on a temporary directory, load
 //! 200,000 DB-A records, run every workload for a few seconds, then `insert` against a second
 //! spawned server with `--index none`, and print the table. `--url` measures any server that
-//! speaks `GET/PUT /kv/{key}` instead. `shardlite bench matrix` ([`matrix`]) runs the workloads
-//! under each SQLite configuration (and PostgreSQL) side by side.
+//! speaks `GET/PUT /kv/{key}` instead. `shardlite bench matrix` ([`crate::matrix`]) runs the
+//! workloads under each SQLite configuration (and PostgreSQL) side by side.
+//!
+//! The flags become typed values at once: [`Measure`] (how every workload is measured) and
+//! [`Spawn`] (a server to start); everything after works on those ([`crate::measure`]).
 
-mod matrix;
+use std::{path::PathBuf, time::Duration};
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use shardlite_engine::{layout::Layout, CreateOptions, IndexMode};
 
-use anyhow::Context;
-
-use shardlite_bench::{
-    cost::{Local, ServerStats},
-    html,
+use crate::{
+    cost::Local,
     http::Target,
-    matrix::Matrix,
-    report::{self, Generator, Report, RunReport, ServerInfo},
-    runner::{self, RunOptions},
-    schedule::Schedule,
-    server_process::{self, ServerProcess},
-    workload::{FreshKeys, KeyDist, Mix, Workload},
+    matrix::MatrixArgs,
+    measure::{new_report, run_workloads, runtime, spawned, write_html, Measure, Spawn},
+    report::{self, Report, ServerInfo},
+    workload::{KeyDist, Mix, Workload},
 };
 
 /// The pseudo-workload `insert` against a second spawned server created with `--index none`.
@@ -44,7 +42,7 @@ pub struct BenchArgs {
     #[arg(long)]
     load: Option<u64>,
     /// Spawned server: partitions of a new directory.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = CreateOptions::DEFAULT_PARTITIONS)]
     partitions: u32,
     /// Spawned server: one more `shardlite serve` flag, e.g. `--serve-arg=--synchronous=normal`.
     /// Repeatable.
@@ -65,10 +63,10 @@ pub struct BenchArgs {
     #[arg(long)]
     rate: Option<f64>,
     /// Measured seconds per run.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = Measure::default().duration.as_secs_f64())]
     duration: f64,
     /// Warm-up seconds before each run's measured window.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = Measure::default().warmup.as_secs_f64())]
     warmup: f64,
     /// Key choice for selects and updates.
     #[arg(long, value_enum, default_value = "uniform")]
@@ -77,29 +75,29 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0.99)]
     zipf_theta: f64,
     /// Percent of inserts in `mix`.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = Mix::default().insert_pct)]
     insert_pct: u8,
     /// Percent of updates in `mix` (the rest are selects).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = Mix::default().update_pct)]
     update_pct: u8,
     /// Key space `0..records` for selects and updates [default: the server's record count from
     /// `/stats`]. Needed with `--url` for a server without `/stats`.
     #[arg(long)]
     records: Option<u64>,
     /// Seed of the key space (as given to `shardlite load`).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = Measure::default().seed)]
     seed: u64,
     /// Key bytes.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = Measure::default().key_size)]
     key_size: usize,
     /// Value bytes of inserts and updates.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = Measure::default().value_size)]
     value_size: usize,
     /// Threads of the generator.
     #[arg(long, default_value_t = 2)]
     threads: usize,
     /// A request without an answer after this many ms is a timeout error.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = Measure::default().timeout.as_millis() as u64)]
     timeout_ms: u64,
     /// Print the report as JSON (schema: docs/bench.md).
     #[arg(long)]
@@ -115,7 +113,7 @@ enum BenchCommand {
     /// Run the workloads against a restarted server per SQLite configuration (rollback journal,
     /// WAL, + IMMEDIATE, + synchronous NORMAL, + mmap, group commit off, index modes), and
     /// PostgreSQL if asked (--with-postgres, --spawn-postgres), and print them side by side.
-    Matrix(matrix::MatrixArgs),
+    Matrix(MatrixArgs),
 }
 
 /// Key choice.
@@ -125,19 +123,35 @@ enum Dist {
     Zipfian,
 }
 
+impl From<&BenchArgs> for Measure {
+    fn from(args: &BenchArgs) -> Self {
+        Self {
+            concurrency: args.concurrency.clone(),
+            rate: args.rate,
+            warmup: Duration::from_secs_f64(args.warmup),
+            duration: Duration::from_secs_f64(args.duration),
+            timeout: Duration::from_millis(args.timeout_ms),
+            mix: Mix { insert_pct: args.insert_pct, update_pct: args.update_pct },
+            dist: match args.dist {
+                Dist::Uniform => KeyDist::Uniform,
+                Dist::Zipfian => KeyDist::Zipfian { theta: args.zipf_theta },
+            },
+            records: args.records,
+            seed: args.seed,
+            key_size: args.key_size,
+            value_size: args.value_size,
+        }
+    }
+}
+
 /// Runs `shardlite bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(BenchCommand::Matrix(m)) = &args.command {
-        return matrix::run(m);
+        return crate::matrix::run(m);
     }
     anyhow::ensure!(args.insert_pct as u16 + args.update_pct as u16 <= 100, "--insert-pct + --update-pct > 100");
     anyhow::ensure!(args.concurrency.iter().all(|&c| c > 0), "--concurrency must be positive");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads.max(1))
-        .thread_name("shardlite-bench")
-        .enable_all()
-        .build()?;
-    let report = runtime.block_on(run_all(args))?;
+    let report = runtime(args.threads)?.block_on(run_all(args))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -146,27 +160,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     write_html(&report, args.html.as_deref())
 }
 
-/// Writes the HTML report to `path`, if given.
-fn write_html(report: &Report, path: Option<&std::path::Path>) -> anyhow::Result<()> {
-    if let Some(path) = path {
-        std::fs::write(path, html::render(report)).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
-    Ok(())
-}
-
-/// The report of `runs` made by this generator.
-fn new_report(threads: usize, runs: Vec<RunReport>, matrix: Option<Matrix>) -> Report {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Report {
-        schema_version: report::SCHEMA_VERSION,
-        generator: Generator { version: env!("CARGO_PKG_VERSION").to_owned(), threads, cores },
-        runs,
-        matrix,
-    }
-}
-
 async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
+    let measure = Measure::from(args);
     let (no_index, indexed): (Vec<&str>, Vec<&str>) =
         args.workloads.iter().map(String::as_str).partition(|w| *w == INSERT_NO_INDEX);
     let indexed: Vec<Workload> =
@@ -187,134 +182,25 @@ async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
             serve_args: Vec::new(),
         };
         let local = Local { data_dir, pid: args.pid };
-        run_workloads(args, &target, &local, &server, &indexed, "", &mut runs).await?;
+        run_workloads(&measure, &target, &local, &server, &indexed, "", &mut runs).await?;
     } else {
-        let exe = std::env::current_exe()?;
         let temp = tempfile::tempdir()?;
+        let create = CreateOptions { partitions: Some(args.partitions), ..CreateOptions::default() };
         if !indexed.is_empty() {
             let dir = args.data.clone().unwrap_or_else(|| temp.path().join("hash"));
-            let fresh_dir = !dir.join("shardlite.toml").exists();
+            let fresh_dir = !Layout::new(&dir).exists();
             let load = args.load.unwrap_or(if fresh_dir { 200_000 } else { 0 });
-            spawned(args, &exe, &dir, load, &[], &indexed, "", &mut runs).await?;
+            let spawn = Spawn { dir: &dir, load, create, serve_args: args.serve_args.clone() };
+            spawned(&measure, &spawn, &indexed, "", &mut runs).await?;
         }
         if !no_index.is_empty() {
             let dir = temp.path().join("none");
-            let extra = ["--index".to_owned(), "none".to_owned()];
-            spawned(args, &exe, &dir, 0, &extra, &[Workload::Insert], " (index none)", &mut runs).await?;
+            let create = CreateOptions { index: Some(IndexMode::None), ..create };
+            let spawn = Spawn { dir: &dir, load: 0, create, serve_args: args.serve_args.clone() };
+            spawned(&measure, &spawn, &[Workload::Insert], " (index none)", &mut runs).await?;
         }
     }
     Ok(new_report(args.threads, runs, None))
-}
-
-/// Loads (if asked), spawns a server on `dir`, runs `workloads` against it, stops it.
-#[allow(clippy::too_many_arguments)] // one call site per kind of server; a struct would only rename them
-async fn spawned(
-    args: &BenchArgs,
-    exe: &std::path::Path,
-    dir: &std::path::Path,
-    load: u64,
-    extra: &[String],
-    workloads: &[Workload],
-    suffix: &str,
-    runs: &mut Vec<RunReport>,
-) -> anyhow::Result<()> {
-    let partitions = ["--partitions".to_owned(), args.partitions.to_string()];
-    if load > 0 {
-        eprintln!("loading {load} records into {}", dir.display());
-        let mut load_args: Vec<String> = partitions.to_vec();
-        load_args.extend(extra.iter().cloned());
-        load_args.extend(["--seed".to_owned(), args.seed.to_string()]);
-        load_args.extend(["--key-size".to_owned(), args.key_size.to_string()]);
-        load_args.extend(["--value-size".to_owned(), args.value_size.to_string()]);
-        server_process::load(exe, dir, load, &load_args)?;
-    }
-    // A new directory gets our partition count and `extra`; an existing one keeps its own (the
-    // server refuses new-directory settings that differ from the directory's).
-    let mut serve_args = Vec::new();
-    if !dir.join("shardlite.toml").exists() {
-        serve_args.extend(partitions);
-        serve_args.extend(extra.iter().cloned());
-    }
-    serve_args.extend(args.serve_args.iter().cloned());
-    let server = ServerProcess::start(exe, Some(dir), &serve_args).await?;
-    let target = Target::resolve(&server.url).await?;
-    let info = ServerInfo {
-        url: server.url.clone(),
-        spawned: true,
-        data_dir: Some(dir.display().to_string()),
-        serve_args: serve_args.clone(),
-    };
-    let local = Local { data_dir: Some(dir.to_owned()), pid: Some(server.pid()) };
-    let result = run_workloads(args, &target, &local, &info, workloads, suffix, runs).await;
-    let stopped = server.stop();
-    result?;
-    stopped
-}
-
-/// Each workload at each concurrency against one server. Inserts of later runs continue where
-/// earlier ones stopped.
-async fn run_workloads(
-    args: &BenchArgs,
-    target: &Target,
-    local: &Local,
-    server: &ServerInfo,
-    workloads: &[Workload],
-    suffix: &str,
-    runs: &mut Vec<RunReport>,
-) -> anyhow::Result<()> {
-    let mut next_fresh = 0;
-    for &workload in workloads {
-        for &connections in &args.concurrency {
-            let stats = ServerStats::fetch(target).await;
-            let records = match (args.records, stats) {
-                (Some(r), _) => r,
-                (None, Some(s)) => s.records,
-                (None, None) if workload.reads_existing() => {
-                    anyhow::bail!("{} has no /stats: give --records", server.url)
-                }
-                (None, None) => 0,
-            };
-            if workload.reads_existing() {
-                anyhow::ensure!(records > 0, "{workload} needs loaded records (the key space is empty)");
-            }
-            // Above the record count and above every index this invocation already inserted.
-            let first_fresh = next_fresh.max(stats.map_or(records, |s| s.records));
-            let fresh = Arc::new(FreshKeys::starting_at(first_fresh));
-            let opts = RunOptions {
-                workload,
-                mix: Mix { insert_pct: args.insert_pct, update_pct: args.update_pct },
-                dist: match args.dist {
-                    Dist::Uniform => KeyDist::Uniform,
-                    Dist::Zipfian => KeyDist::Zipfian { theta: args.zipf_theta },
-                },
-                schedule: match args.rate {
-                    Some(rate) => Schedule::Open { connections, rate },
-                    None => Schedule::Closed { connections },
-                },
-                warmup: Duration::from_secs_f64(args.warmup),
-                duration: Duration::from_secs_f64(args.duration),
-                timeout: Duration::from_millis(args.timeout_ms),
-                records,
-                seed: args.seed,
-                key_size: args.key_size,
-                value_size: args.value_size,
-            };
-            let mut name = format!("{workload}{suffix}");
-            if args.concurrency.len() > 1 {
-                name.push_str(&format!(" c={connections}"));
-            }
-            eprintln!(
-                "running {name}: {connections} connections, {:.1} s + {:.1} s warm-up",
-                args.duration, args.warmup
-            );
-            let result = runner::run(target, local, &opts, &fresh).await;
-            next_fresh = fresh.next();
-            let run = RunReport::new(name, server.clone(), opts, &result, first_fresh, next_fresh);
-            eprintln!("{}", report::summary_line(&run));
-            runs.push(run);
-        }
-    }
-    Ok(())
 }
 
 /// The data directory a local shardlite server reports in `/stats`.
@@ -345,6 +231,8 @@ mod tests {
         assert_eq!(a.workloads, ["noop", "select", "update", "insert", "mix", "insert-noindex"]);
         assert!(a.url.is_none() && a.rate.is_none() && a.load.is_none());
         assert_eq!((a.concurrency.as_slice(), a.duration, a.warmup), (&[64][..], 5.0, 1.0));
+        assert_eq!(Measure::from(&a), Measure::default(), "the flags' defaults are the demonstration's");
+        assert_eq!(a.partitions, 256, "measured at serve's default partition count");
         let a =
             Cli::parse_from(["bench", "--concurrency", "1,2,4", "--serve-arg=--synchronous=normal", "--rate", "100"])
                 .bench;

@@ -11,10 +11,11 @@
 //! or `NotFound`.
 
 use deadpool_postgres::GenericClient;
-use shardlite_engine::{Condition, Error as EngineError, Op, Outcome, Record, Version, Written};
+use shardlite_engine::{Condition, Op, Outcome, Record, Version, Written};
 
-use super::db_error;
-use crate::backend::{BackendError, BackendResult};
+use shardlite_server::{BackendError, BackendResult};
+
+use crate::error::db_error;
 
 /// The epoch of every version this backend gives.
 const EPOCH: u64 = 0;
@@ -164,7 +165,7 @@ async fn refusal<C: GenericClient + Sync>(
 ) -> BackendError {
     match version_from(client, &s.current, &[&key]).await {
         Err(err) => err,
-        Ok(None) if absent_is_not_found => EngineError::NotFound.into(),
-        Ok(current) => EngineError::ConditionFailed { current }.into(),
+        Ok(None) if absent_is_not_found => BackendError::NotFound,
+        Ok(current) => BackendError::ConditionFailed { current },
     }
 }

@@ -1,0 +1,98 @@
+//! [`SqliteBackend`]: the [`Backend`] of shardlite's own engine (a [`Store`]): reads on its
+//! lookup threads, writes through its writer queues, figures read off the async runtime; and
+//! the one mapping of the engine's errors into [`BackendError`].
+
+use std::sync::Arc;
+
+use shardlite_engine::{Error as EngineError, Op, Outcome, Record, Store};
+
+use crate::{
+    backend::{Backend, BackendError, BackendResult, BoxFuture},
+    figures::{Figures, SqliteFigures},
+};
+
+/// shardlite's own engine: SQLite partitions, compact index, group commit.
+#[derive(Debug, Clone)]
+pub struct SqliteBackend {
+    store: Arc<Store>,
+}
+
+impl SqliteBackend {
+    /// Serves `store`.
+    pub fn new(store: Arc<Store>) -> Self {
+        Self { store }
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn max_value(&self) -> usize {
+        self.store.config().max_value
+    }
+
+    fn get(&self, key: Vec<u8>) -> BoxFuture<'_, BackendResult<Option<Record>>> {
+        Box::pin(async move { Ok(self.store.submit_get(key)?.await?) })
+    }
+
+    fn write(&self, op: Op) -> BoxFuture<'_, BackendResult<Outcome>> {
+        Box::pin(async move { Ok(self.store.submit(op)?.await?) })
+    }
+
+    fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, BackendResult<Vec<BackendResult<Outcome>>>> {
+        Box::pin(async move {
+            let outcomes = self.store.submit_batch(ops)?.resolve().await;
+            Ok(outcomes.into_iter().map(|r| r.map_err(BackendError::from)).collect())
+        })
+    }
+
+    fn figures(&self) -> BoxFuture<'_, BackendResult<Figures>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            // The figures include file sizes: read them on a blocking thread.
+            let read = move || SqliteFigures {
+                stats: store.stats(),
+                created: store.manifest().created_with(),
+                config: store.config().clone(),
+            };
+            let figures = tokio::task::spawn_blocking(read)
+                .await
+                .map_err(|e| BackendError::Internal(format!("reading the store's figures failed: {e}")))?;
+            Ok(Figures::Sqlite(Box::new(figures)))
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            if let Err(err) = tokio::task::spawn_blocking(move || store.close()).await {
+                tracing::error!(%err, "closing the store failed");
+            }
+        })
+    }
+}
+
+impl From<EngineError> for BackendError {
+    fn from(err: EngineError) -> Self {
+        match err {
+            EngineError::InvalidKey { len, .. } => Self::InvalidKey { len },
+            EngineError::ValueTooLarge { len, max } => Self::ValueTooLarge { len, max },
+            EngineError::NotFound => Self::NotFound,
+            EngineError::ConditionFailed { current } => Self::ConditionFailed { current },
+            EngineError::Closed => Self::Closed,
+            EngineError::DiskFull(what) => Self::DiskFull(what),
+            // The rest keep the engine's own words.
+            err @ EngineError::Unsupported { .. } => Self::Unsupported(err.to_string()),
+            err @ EngineError::Overloaded { .. } => Self::Overloaded(err.to_string()),
+            err @ EngineError::PartitionFull { .. } => Self::PartitionFull(err.to_string()),
+            err @ EngineError::Poisoned { .. } => Self::Poisoned(err.to_string()),
+            err @ EngineError::Corrupt { .. } => Self::Corrupt(err.to_string()),
+            err @ EngineError::Io { .. } => Self::Io(err.to_string()),
+            err @ EngineError::Sqlite(_) => Self::Sqlite(err.to_string()),
+            // Manifest, Config and any variant added later: none is the client's doing.
+            err => Self::Internal(err.to_string()),
+        }
+    }
+}
