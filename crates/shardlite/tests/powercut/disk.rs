@@ -263,17 +263,7 @@ impl<'a> Disk<'a> {
         for (_, op) in &self.pending_names[..surviving] {
             apply_name(&mut names, op.clone());
         }
-        names
-            .into_iter()
-            .filter(|(name, _)| !name.ends_with("-shm"))
-            .map(|(name, file)| {
-                let mut content = self.files[file].durable.clone();
-                for &i in &self.files[file].pending {
-                    apply_op(&mut content, &self.records[i], &mut |_| keep(rng));
-                }
-                (name, content)
-            })
-            .collect()
+        self.contents(names, &mut |_| keep(rng)).map(|(name, _, content)| (name, content)).collect()
     }
 
     /// The directory as the calls issued so far left it in the kernel (what a process kill now
@@ -284,17 +274,23 @@ impl<'a> Disk<'a> {
         for (_, op) in &self.pending_names {
             apply_name(&mut names, op.clone());
         }
-        names
-            .into_iter()
-            .filter(|(name, _)| !name.ends_with("-shm"))
-            .map(|(name, file)| {
-                let mut content = self.files[file].durable.clone();
-                for &i in &self.files[file].pending {
-                    apply_op(&mut content, &self.records[i], &mut |_| true);
-                }
-                (name, (self.files[file].ino, content))
-            })
-            .collect()
+        self.contents(names, &mut |_| true).map(|(name, ino, content)| (name, (ino, content))).collect()
+    }
+
+    /// Each named file (`*-shm` left out) with its inode and its durable content plus the pending
+    /// writes `keep` lets through.
+    fn contents<'s>(
+        &'s self,
+        names: BTreeMap<String, usize>,
+        keep: &'s mut dyn FnMut(u64) -> bool,
+    ) -> impl Iterator<Item = (String, u64, Vec<u8>)> + 's {
+        names.into_iter().filter(|(name, _)| !name.ends_with("-shm")).map(move |(name, file)| {
+            let mut content = self.files[file].durable.clone();
+            for &i in &self.files[file].pending {
+                apply_op(&mut content, &self.records[i], keep);
+            }
+            (name, self.files[file].ino, content)
+        })
     }
 }
 
