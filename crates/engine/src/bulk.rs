@@ -31,7 +31,10 @@ use crate::{
     layout::Layout,
     manifest::Manifest,
     opening::{open_directory, Opened},
-    partition::{recover, sql, PartitionLog, Recovered},
+    partition::{
+        recovery::{recover, PartitionLog, Recovered},
+        sql,
+    },
     Config, CreateOptions, Error, Result, Synchronous,
 };
 

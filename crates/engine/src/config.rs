@@ -266,6 +266,13 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Settings for a tool that opens a directory only to look at it (`check`, `stats --data`):
+    /// the defaults without a commit log, whose new segment such an open would create for nothing
+    /// (what the log holds is replayed all the same).
+    pub fn inspection() -> Self {
+        Self { commit_log: false, ..Self::default() }
+    }
+
     /// Whether commits are made durable by the shared commit log: `synchronous = full`, WAL,
     /// and `commit_log` on. Then the partitions' SQLite connections run at `NORMAL`.
     pub fn uses_commit_log(&self) -> bool {

@@ -18,7 +18,7 @@ use crate::{
     commitlog::{self, CommitLog, Recovery},
     dirlock::DirLock,
     layout::Layout,
-    partition::PartitionLog,
+    partition::recovery::PartitionLog,
     Config, Manifest, Result,
 };
 

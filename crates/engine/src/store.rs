@@ -196,9 +196,9 @@ impl Store {
         let created = manifest.clone();
         let Opened { lock, parts, log } =
             open_directory(&layout, &config, &mut manifest, config.uses_commit_log(), threads, |p, log| {
-                let (partition, writer, lost) = Partition::open(&layout, p, &config, &created, log)?;
-                let applied = partition.applied.load(Ordering::Relaxed);
-                Ok(((partition, writer), applied, lost))
+                let (partition, start) = Partition::open(&layout, p, &config, &created, log)?;
+                let (applied, lost) = (partition.applied.load(Ordering::Relaxed), start.lost);
+                Ok(((Arc::clone(&partition), PartitionWriter::new(partition, start, hasher)), applied, lost))
             })?;
         let log = log.map(Arc::new);
         let metrics = Arc::new(Metrics::default());

@@ -339,6 +339,9 @@ fn the_writer_checkpoints_and_keeps_the_wal_small() {
     let stats = store.stats();
     let p = &stats.partitions[0];
     assert!(p.checkpoints > 0, "{p:?}");
-    assert!(p.wal_bytes < 512 * 1024, "the WAL grew to {} bytes", p.wal_bytes);
+    // Without checkpoints each of the 3,000 commits appends two or more 4 KiB frames (26 MB
+    // measured); the checkpointer runs beside the writer, so how far the WAL grew before it caught up
+    // depends on scheduling: the bound leaves room for a busy machine.
+    assert!(p.wal_bytes < 4 << 20, "the WAL grew to {} bytes", p.wal_bytes);
     assert!(p.db_bytes > 3_000 * 200, "checkpoints moved the records into the database: {p:?}");
 }

@@ -21,7 +21,7 @@ pub struct CheckArgs {
 /// Runs `shardlite check`.
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     let store =
-        Store::open(&args.data, Config::default()).with_context(|| format!("opening {}", args.data.display()))?;
+        Store::open(&args.data, Config::inspection()).with_context(|| format!("opening {}", args.data.display()))?;
     let partitions = store.manifest().partitions;
     let bar = ProgressBar::new(u64::from(partitions)).with_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} partitions checked, eta {eta}").expect("a valid template"),

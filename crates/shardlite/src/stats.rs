@@ -27,7 +27,7 @@ pub struct StatsArgs {
 pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     let stats = match (&args.data, &args.url) {
         (Some(data), _) => {
-            Store::open(data, Config::default()).with_context(|| format!("opening {}", data.display()))?.stats()
+            Store::open(data, Config::inspection()).with_context(|| format!("opening {}", data.display()))?.stats()
         }
         (None, Some(url)) => fetch(url, args.auth_token.as_deref())?,
         (None, None) => anyhow::bail!("give --data or --url"),

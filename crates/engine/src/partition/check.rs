@@ -10,8 +10,10 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use super::{sql, writer::PartitionWriter};
-use crate::{config::IndexMode, index::entry, Result};
+use rusqlite::Connection;
+
+use super::{sql, Partition};
+use crate::{config::IndexMode, index::entry, KeyHasher, Result};
 
 /// What `check` found in one partition.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -50,10 +52,8 @@ impl PartitionCheck {
 
 const EXAMPLES: usize = 10;
 
-/// Checks the writer's partition.
-pub fn run(writer: &PartitionWriter) -> Result<PartitionCheck> {
-    let part = writer.partition();
-    let conn = writer.conn();
+/// Checks partition `part` through its writer's connection `conn`.
+pub fn run(part: &Partition, conn: &Connection, hasher: KeyHasher) -> Result<PartitionCheck> {
     let mut report = PartitionCheck { partition: part.id, sqlite: sql::quick_check(conn)?, ..Default::default() };
     if part.mode == IndexMode::Sqlite {
         let full = sql::integrity_check_table(conn, "records")?;
@@ -62,7 +62,6 @@ pub fn run(writer: &PartitionWriter) -> Result<PartitionCheck> {
         }
     }
     report.counted_records = sql::read_meta(conn)?.1;
-    let hasher = writer.hasher();
     let mut rows = Vec::new();
     sql::scan_keys(conn, 0, |id, key| rows.push(entry(hasher.locate(key).fingerprint, id)))?;
     report.records = rows.len() as u64;

@@ -28,7 +28,7 @@ use std::{
 use crossbeam_channel::{Receiver, Sender};
 use rusqlite::Connection;
 
-use super::{check, rebuild_index, sql, Partition};
+use super::{check, recovery::rebuild_index, sql, Partition, WriterStart};
 use crate::{
     cache::RecordCache,
     checkpointer::Checkpoints,
@@ -146,21 +146,14 @@ struct Prepared {
 
 impl PartitionWriter {
     /// Writer state for a partition just opened.
-    pub fn new(partition: Arc<Partition>, conn: Connection, hasher: KeyHasher, next_id: u64, records: u64) -> Self {
+    pub fn new(partition: Arc<Partition>, start: WriterStart, hasher: KeyHasher) -> Self {
+        let WriterStart { conn, next_id, records, .. } = start;
         Self { partition, conn, hasher, next_id, records, candidates: Vec::new() }
     }
 
     /// The partition this writer serves.
     pub fn partition(&self) -> &Arc<Partition> {
         &self.partition
-    }
-
-    pub(super) fn conn(&self) -> &Connection {
-        &self.conn
-    }
-
-    pub(super) fn hasher(&self) -> KeyHasher {
-        self.hasher
     }
 
     /// Runs `reqs` in one transaction up to its `COMMIT` and, with a commit log, appends what
@@ -590,7 +583,8 @@ impl WriterThread {
                 let _ = reply.send(self.writer(partition).rebuild());
             }
             Job::Check { partition, reply } => {
-                let _ = reply.send(check::run(self.writer(partition)));
+                let writer = self.writer(partition);
+                let _ = reply.send(check::run(&writer.partition, &writer.conn, writer.hasher));
             }
             Job::Freeze { partition, reply } => {
                 let froze = self.writer(partition).partition.index.as_ref().is_some_and(|i| i.freeze_if(1));
