@@ -3,7 +3,10 @@
 //! counters (`/proc/<pid>/io`) and resident memory (`VmRSS` of `/proc/<pid>/status`), the
 //! machine's CPU (`/proc/stat`) and a disk's counters (`/proc/diskstats`) — and the process's
 //! own CPU time, from `getrusage`, which counts microseconds where `/proc` counts ticks of 10 ms.
-//! Also eviction of files from the page cache, so that the next reads really go to the disk.
+//! Also eviction of files from the page cache, so that the next reads really go to the disk, and
+//! the memory this process may use ([`cgroup`]).
+
+pub mod cgroup;
 
 use std::{fs, os::unix::fs::MetadataExt, path::Path};
 
