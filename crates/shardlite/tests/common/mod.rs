@@ -35,10 +35,21 @@ impl Server {
 
     /// [`Server::start`] with extra environment variables for the child.
     pub async fn start_with_env(data: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Self {
+        Self::start_from(|| Command::new(EXE), data, args, env).await
+    }
+
+    /// [`Server::start`] through `program`, a command that runs [`EXE`] (e.g. inside a memory
+    /// group) with the arguments added to it.
+    pub async fn start_from(
+        program: impl Fn() -> Command,
+        data: &Path,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Self {
         let probe = client();
         for _attempt in 0..5 {
             let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-            let mut command = Command::new(EXE);
+            let mut command = program();
             command.arg("serve").arg("--data").arg(data).arg("--listen").arg(addr.to_string()).args(args);
             command.envs(env.iter().copied());
             if std::env::var_os("RUST_LOG").is_none() {
