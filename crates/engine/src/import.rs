@@ -214,11 +214,12 @@ impl Importer {
     pub fn add(&mut self, key: &[u8], value: &[u8], counter: Option<u64>, origin: Origin) -> Result<()> {
         self.validate(key, value, counter)?;
         let p = self.hasher.locate(key).partition;
-        let path = Layout::import_run(&self.layout.import_staging_tmp(), p);
         let run = match &mut self.runs[p as usize] {
             Some(run) => run,
             slot => {
-                slot.insert(BufWriter::with_capacity(128 << 10, File::create(&path).map_err(|e| Error::io(&path, &e))?))
+                let path = Layout::import_run(&self.layout.import_staging_tmp(), p);
+                let file = File::create(&path).map_err(|e| Error::io(&path, &e))?;
+                slot.insert(BufWriter::with_capacity(128 << 10, file))
             }
         };
         let mut header = [0u8; RUN_HEADER];
@@ -228,7 +229,7 @@ impl Importer {
         header[14..18].copy_from_slice(&origin.source.to_le_bytes());
         header[18..26].copy_from_slice(&origin.position.to_le_bytes());
         let written = run.write_all(&header).and_then(|()| run.write_all(key)).and_then(|()| run.write_all(value));
-        written.map_err(|e| Error::io(&path, &e))?;
+        written.map_err(|e| Error::io(Layout::import_run(&self.layout.import_staging_tmp(), p), &e))?;
         self.records += 1;
         Ok(())
     }
