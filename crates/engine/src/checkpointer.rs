@@ -5,8 +5,9 @@
 //! of I/O. Run by a writer thread, it held up every partition that thread owns (measured: p99
 //! of durable PUTs 22 ms with checkpoints on the writers, 9 ms without). So the writer only
 //! notes, after a commit, that its partition's WAL passed the threshold ([`Checkpoints::want`]),
-//! and this thread runs a `PASSIVE` checkpoint on a connection of its own, opened the first time
-//! a partition needs one: SQLite lets a checkpoint run beside the one writer, which goes on
+//! and this thread runs a `PASSIVE` checkpoint on a connection of its own, opened for that
+//! checkpoint and closed after it (kept open, one per partition would hold memory the budget
+//! gives to caches; an open costs far less than the checkpoint's I/O): SQLite lets a checkpoint run beside the one writer, which goes on
 //! appending to the WAL meanwhile and restarts it at its next transaction once every frame is
 //! copied. A writer that commits faster than a checkpoint takes appends frames during every one,
 //! and the WAL would never start over (seen: 15 MB against a 64 KiB threshold, one partition
@@ -17,7 +18,6 @@
 //! it for a restart).
 
 use std::{
-    collections::HashMap,
     sync::{atomic::Ordering, Arc},
     time::Instant,
 };
@@ -86,7 +86,6 @@ impl Checkpoints {
 
 /// Runs checkpoints as they are asked for until told to stop.
 pub fn run(jobs: Receiver<Job>, partitions: Vec<Arc<Partition>>, config: Config) {
-    let mut connections: HashMap<u32, Connection> = HashMap::new();
     for job in jobs {
         let Job::Checkpoint(p) = job else { break };
         let partition = &partitions[p as usize];
@@ -95,21 +94,14 @@ pub fn run(jobs: Receiver<Job>, partitions: Vec<Arc<Partition>>, config: Config)
             continue;
         }
         let started = Instant::now();
-        let done = match connections.entry(p) {
-            std::collections::hash_map::Entry::Occupied(conn) => sql::checkpoint_passive(conn.get()),
-            std::collections::hash_map::Entry::Vacant(slot) => sql::open_checkpointer(&partition.db_path, &config)
-                .and_then(|conn| sql::checkpoint_passive(slot.insert(conn))),
-        };
+        let done = sql::open_checkpointer(&partition.db_path, &config).and_then(|conn| sql::checkpoint_passive(&conn));
         match done {
             Ok(complete) => {
                 partition.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
                 partition.checkpoint_unfinished.store(!complete, Ordering::Release);
                 tracing::debug!(partition = p, complete, us = started.elapsed().as_micros() as u64, "checkpoint");
             }
-            Err(err) => {
-                connections.remove(&p);
-                partition.poison(format!("checkpoint failed: {err}"));
-            }
+            Err(err) => partition.poison(format!("checkpoint failed: {err}")),
         }
     }
 }

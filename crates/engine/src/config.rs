@@ -188,7 +188,13 @@ pub struct Config {
     // 0: no memory mapping.
     #[cfg_attr(feature = "cli", arg(long))]
     pub mmap_size: u64,
-    /// SQLite page cache per connection, KiB.
+    /// RAM the store may hold, MiB [default: a quarter of the machine's RAM, or of the
+    /// container's memory limit if that is less].
+    // Divided among SQLite, the record cache and the recent index entries (`crate::memory`);
+    // the data pages are left to the OS page cache.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub memory_budget_mib: Option<u64>,
+    /// SQLite page cache per connection, KiB (at most: the memory budget may give less).
     #[cfg_attr(feature = "cli", arg(long))]
     pub cache_size_kib: u32,
     /// Writer transactions.
@@ -217,7 +223,8 @@ pub struct Config {
     // They serve `Store::submit_get`: reads for callers that must not block.
     #[cfg_attr(feature = "cli", arg(long))]
     pub lookup_threads: usize,
-    /// RAM for recently read records, MiB; 0: no cache.
+    /// RAM for recently read records, MiB (at most: the memory budget may give less); 0: no
+    /// cache.
     // A read of a cached key is answered on the caller's thread without touching SQLite
     // (`crate::cache`).
     #[cfg_attr(feature = "cli", arg(long))]
@@ -229,7 +236,8 @@ pub struct Config {
     /// WAL pages after which a writer checkpoints.
     #[cfg_attr(feature = "cli", arg(long))]
     pub checkpoint_pages: u32,
-    /// Index entries held in RAM before a merge into the index file.
+    /// Index entries held in RAM before a merge into the index file (at most: the memory budget
+    /// may give fewer).
     #[cfg_attr(feature = "cli", arg(long))]
     pub merge_threshold: usize,
     /// Open even though a partition's write-ahead log is missing and the commits in it are
@@ -248,6 +256,7 @@ impl Default for Config {
             log_segment_mib: 64,
             page_size: 4096,
             mmap_size: 0,
+            memory_budget_mib: None,
             cache_size_kib: 2048,
             transaction: TxMode::Immediate,
             max_value: 1 << 20,

@@ -17,7 +17,7 @@
 //! (SQL, writer, readers, recovery, the WAL check, check), [`cache`] (recently read records),
 //! [`index`] (the compact index and its file format),
 //! [`manifest`], [`layout`] and [`dirlock`] (what the directory is, where its files are, who has
-//! it open), [`config`].
+//! it open), [`config`], [`memory`] (the memory budget and its parts).
 
 pub mod bulk;
 pub mod cache;
@@ -32,6 +32,7 @@ pub mod keyhash;
 pub mod layout;
 mod maintenance;
 pub mod manifest;
+pub mod memory;
 pub mod metrics;
 mod opening;
 pub mod ops;

@@ -36,6 +36,7 @@ use crate::{
     layout::Layout,
     maintenance,
     manifest::Manifest,
+    memory::{self, MemoryPlan},
     metrics::{Metrics, MetricsSnapshot},
     opening::{open_directory, Opened},
     ops::{Condition, Op, Outcome, Record, Version, Written},
@@ -55,6 +56,8 @@ type BatchGroup = (Vec<usize>, Vec<(Op, u32)>);
 pub struct Store {
     layout: Layout,
     config: Config,
+    /// The memory budget and its parts (`config` holds what each part was given).
+    memory: MemoryPlan,
     manifest: Manifest,
     shared: Arc<Shared>,
     writer_threads: Mutex<Vec<JoinHandle<Vec<PartitionWriter>>>>,
@@ -195,6 +198,8 @@ impl Store {
     fn start(layout: Layout, config: Config, mut manifest: Manifest) -> Result<Self> {
         config.validate()?;
         ensure_fd_budget(&config, manifest.partitions)?;
+        let memory = MemoryPlan::new(&config, manifest.partitions)?;
+        let config = memory.apply(&config);
         let hasher = manifest.hasher();
         let threads = config.writer_threads.min(manifest.partitions as usize);
         let created = manifest.clone();
@@ -262,10 +267,14 @@ impl Store {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        tracing::info!(dir = %layout.dir().display(), partitions = manifest.partitions, index = %manifest.index, "store opened");
+        tracing::info!(
+            dir = %layout.dir().display(), partitions = manifest.partitions, index = %manifest.index,
+            memory_budget_mib = memory.budget >> 20, "store opened"
+        );
         Ok(Self {
             layout,
             config,
+            memory,
             manifest,
             shared,
             writer_threads: Mutex::new(handles),
@@ -440,7 +449,7 @@ impl Store {
     /// Sizes, counts and health of every partition, and the writers' counters.
     pub fn stats(&self) -> StoreStats {
         let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
-        let partitions = self
+        let partitions: Vec<PartitionStats> = self
             .shared
             .partitions
             .iter()
@@ -467,10 +476,18 @@ impl Store {
             self.shared.writers.read().unwrap_or_else(|p| p.into_inner()).iter().map(Sender::len).collect();
         let lookup_queue_depth =
             self.lookups.read().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |l| l.queue.len());
+        let record_cache = self.shared.cache.as_ref().map(|c| c.stats());
+        let recent_entries: u64 = partitions.iter().map(|p: &PartitionStats| p.index_recent_entries).sum();
+        let memory = MemoryStats {
+            plan: self.memory,
+            record_cache_bytes: record_cache.map_or(0, |c| c.bytes),
+            recent_index_bytes: recent_entries * memory::RECENT_ENTRY_BYTES,
+        };
         StoreStats {
+            memory,
             log: self.log.as_ref().map(|log| log.stats()),
             lookup_queue_depth,
-            record_cache: self.shared.cache.as_ref().map(|c| c.stats()),
+            record_cache,
             data_dir: self.layout.dir().display().to_string(),
             manifest: self.manifest.clone(),
             partitions,
@@ -545,9 +562,9 @@ fn spawn<T: Send + 'static>(name: String, f: impl FnOnce() -> T + Send + 'static
 /// Raises the soft open-files limit as far as needed (and allowed), and refuses a
 /// configuration that would run out of file descriptors under load.
 fn ensure_fd_budget(config: &Config, partitions: u32) -> Result<()> {
-    // Per partition: the writer's db + wal, the shared shm, the index, the checkpointer's db +
-    // wal, two per reader.
-    let per_partition = 6 + 2 * config.readers_per_partition as u64;
+    // Per partition: the writer's db + wal, the shared shm, the index, two per reader; the
+    // checkpointer's one connection and the rest within the 64.
+    let per_partition = 4 + 2 * config.readers_per_partition as u64;
     let needed = u64::from(partitions) * per_partition + 64;
     let limit = rlimit::increase_nofile_limit(needed).unwrap_or(0);
     if limit != 0 && limit < needed {
@@ -762,6 +779,19 @@ pub struct StoreStats {
     pub writers: MetricsSnapshot,
     /// The commit log's figures (`None`: commits do not go through it).
     pub log: Option<LogStats>,
+    /// The memory budget, its parts and what each holds now.
+    pub memory: MemoryStats,
+}
+
+/// The memory budget's parts and what each holds now, bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MemoryStats {
+    /// The budget and its parts.
+    pub plan: MemoryPlan,
+    /// What the record cache's entries are charged for.
+    pub record_cache_bytes: u64,
+    /// What the recent index entries of all partitions cost.
+    pub recent_index_bytes: u64,
 }
 
 impl StoreStats {

@@ -106,6 +106,11 @@ impl Collector for Scrape {
                 Counter("process_io_write_bytes", "Bytes the process caused to be written to storage", p.write_bytes),
                 Counter("process_io_read_syscalls", "Read system calls", p.syscr),
                 Counter("process_io_write_syscalls", "Write system calls", p.syscw),
+                Gauge(
+                    "process_resident_memory_bytes",
+                    "Resident memory (VmRSS)",
+                    shardlite_proc::rss_bytes(std::process::id()).unwrap_or(0),
+                ),
             ],
         )
     }
@@ -144,6 +149,26 @@ fn encode_sqlite(figures: &SqliteFigures, enc: &mut DescriptorEncoder) -> Result
             Gauge("shardlite_record_cache_bytes", "Bytes the record cache's entries are charged for", cache.bytes),
         ]);
     }
+    let memory = &stats.memory;
+    metrics.extend([
+        Gauge("shardlite_memory_budget_bytes", "RAM the store may hold (memory_budget_mib)", memory.plan.budget),
+        Gauge("shardlite_memory_sqlite_limit_bytes", "The budget's part for SQLite's connections", memory.plan.sqlite),
+        Gauge(
+            "shardlite_memory_record_cache_limit_bytes",
+            "The budget's part for the record cache",
+            memory.plan.record_cache,
+        ),
+        Gauge(
+            "shardlite_memory_recent_index_limit_bytes",
+            "The budget's part for index entries not yet merged",
+            memory.plan.recent_index,
+        ),
+        Gauge(
+            "shardlite_memory_recent_index_bytes",
+            "What index entries not yet merged cost now",
+            memory.recent_index_bytes,
+        ),
+    ]);
     metrics.push(Counter("shardlite_commits", "Transactions committed by the writers (group commits)", w.commits));
     // What made acknowledged writes durable: with the commit log, its flushes (each one
     // fdatasync, whatever the number of partitions whose commits it covers); without it, with

@@ -1,0 +1,212 @@
+//! The memory budget (`memory_budget_mib`): how much RAM the store may hold, and how it is
+//! divided. The data itself is left to the OS page cache, which the kernel evicts under
+//! pressure (a container's limit included) and which every connection shares; the store's own
+//! memory is what must stay small, at any partition count and any load. Its parts:
+//! - SQLite, [`SQLITE_SHARE`]: every connection's page cache, schema and statements. Each
+//!   connection's `cache_size` is its part of the share over every connection the store may
+//!   open (a writer and up to `readers_per_partition` readers a partition, and the
+//!   checkpointer's one), less what a connection holds besides ([`CONNECTION_BYTES`]); a
+//!   partition gets fewer readers (at least one) when that many would leave a connection less
+//!   than [`MIN_CACHE_KIB`]. SQLite's own soft heap
+//!   limit cannot do this: its memory statistics are compiled out, for speed
+//!   (`.cargo/config.toml`), and so is lookaside, which would cost every connection 48 KiB.
+//! - the record cache, [`RECORD_CACHE_SHARE`];
+//! - the recent index entries, [`RECENT_INDEX_SHARE`]: entries held in RAM until merged into the
+//!   index file; each partition merges at its part of the share (active and frozen entries of
+//!   every partition fit);
+//! - the rest: threads, queues, requests in flight, the index files' overflow sections and the
+//!   allocator's slack.
+//!
+//! `cache_size_kib`, `record_cache_mib` and `merge_threshold` stay ceilings: a part takes the
+//! smaller of its setting and its share, so a bigger cache is had by a bigger budget.
+//!
+//! The default budget is a quarter of the memory the process may use: the machine's RAM, or a
+//! container's limit if that is smaller ([`shardlite_proc::cgroup`]); raised to the least the
+//! partitions need ([`minimum_budget`]) if that is at most half. The rest is left to the page
+//! cache, which holds what cold reads need most: the index files' pages.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Config, Error, Result};
+
+/// The part of the budget SQLite's connections may use.
+pub const SQLITE_SHARE: f64 = 0.50;
+/// The part for the record cache.
+pub const RECORD_CACHE_SHARE: f64 = 0.15;
+/// The part for recent index entries.
+pub const RECENT_INDEX_SHARE: f64 = 0.15;
+/// Bytes a recent index entry costs in RAM (an 8-byte entry in a `BTreeSet`: 15.4 measured for
+/// random inserts, allocator slack on top).
+pub const RECENT_ENTRY_BYTES: u64 = 16;
+/// What a SQLite connection holds besides its page cache (schema, prepared statements, the
+/// allocator's slack). Measured: 512 connections of 256 partitions, 64 KiB caches, after GET
+/// load held 53 MB of libc's heaps, 41 KiB each besides the cache.
+pub const CONNECTION_BYTES: u64 = 48 << 10;
+/// The smallest page cache a connection is given, KiB (the pages of one lookup; the rest of
+/// the B-tree is read from the OS page cache).
+pub const MIN_CACHE_KIB: u32 = 16;
+/// The fewest entries a partition gathers before a merge (smaller makes merges a burden).
+pub const MIN_MERGE_THRESHOLD: usize = 1024;
+/// The default budget is the memory the process may use divided by this.
+pub const DEFAULT_FRACTION: u64 = 4;
+
+/// Where the budget came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetSource {
+    /// `memory_budget_mib`.
+    Configured,
+    /// A quarter of the machine's RAM.
+    Machine,
+    /// A quarter of the container's (cgroup's) memory limit.
+    Container,
+}
+
+/// The budget and its parts, in bytes, for a store of some partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPlan {
+    /// The whole budget.
+    pub budget: u64,
+    /// Where it came from.
+    pub source: BudgetSource,
+    /// SQLite's part: its connections' page caches and what each holds besides.
+    pub sqlite: u64,
+    /// Read-only connections a partition may open.
+    pub readers_per_partition: usize,
+    /// SQLite connections the store may hold at once.
+    pub connections: u64,
+    /// Each connection's page cache, KiB.
+    pub cache_kib: u32,
+    /// The record cache.
+    pub record_cache: u64,
+    /// Recent index entries of all partitions.
+    pub recent_index: u64,
+    /// Entries a partition gathers before a merge.
+    pub merge_threshold: usize,
+}
+
+impl MemoryPlan {
+    /// The plan for `config` and a store of `partitions`; refuses a budget too small for them.
+    pub fn new(config: &Config, partitions: u32) -> Result<Self> {
+        let (budget, source) = budget(config, partitions)?;
+        let share = |part: f64| (budget as f64 * part) as u64;
+        let sqlite = share(SQLITE_SHARE);
+        let connections = |readers: usize| u64::from(partitions) * (1 + readers as u64) + 1;
+        let cache_kib = |readers: usize| (sqlite / connections(readers)).saturating_sub(CONNECTION_BYTES) >> 10;
+        let readers = (1..=config.readers_per_partition.max(1))
+            .rev()
+            .find(|&r| cache_kib(r) >= u64::from(MIN_CACHE_KIB))
+            .unwrap_or(1);
+        let recent_index = share(RECENT_INDEX_SHARE);
+        // Active and frozen entries of every partition.
+        let per_partition = recent_index / (2 * RECENT_ENTRY_BYTES * u64::from(partitions));
+        if cache_kib(readers) < u64::from(MIN_CACHE_KIB) || per_partition < MIN_MERGE_THRESHOLD as u64 {
+            let needed = minimum_budget(partitions);
+            return Err(Error::Config(format!(
+                "a memory budget of {} MiB is too small for {partitions} partitions: give at least {} MiB \
+                 (memory_budget_mib)",
+                budget >> 20,
+                needed.div_ceil(1 << 20)
+            )));
+        }
+        Ok(Self {
+            budget,
+            source,
+            sqlite,
+            readers_per_partition: readers,
+            connections: connections(readers),
+            cache_kib: (cache_kib(readers) as u32).min(config.cache_size_kib),
+            record_cache: share(RECORD_CACHE_SHARE).min(config.record_cache_mib << 20),
+            recent_index,
+            merge_threshold: (per_partition as usize).min(config.merge_threshold),
+        })
+    }
+
+    /// `config` with each part's setting lowered to what the plan gives it.
+    pub fn apply(&self, config: &Config) -> Config {
+        Config {
+            cache_size_kib: self.cache_kib,
+            readers_per_partition: self.readers_per_partition,
+            record_cache_mib: self.record_cache >> 20,
+            merge_threshold: self.merge_threshold,
+            ..config.clone()
+        }
+    }
+}
+
+/// The smallest budget that gives `partitions` (one reader each) their minimums.
+pub fn minimum_budget(partitions: u32) -> u64 {
+    let connections = u64::from(partitions) * 2 + 1;
+    let sqlite = connections * (CONNECTION_BYTES + (u64::from(MIN_CACHE_KIB) << 10));
+    let recent = 2 * RECENT_ENTRY_BYTES * MIN_MERGE_THRESHOLD as u64 * u64::from(partitions);
+    ((sqlite as f64 / SQLITE_SHARE).max(recent as f64 / RECENT_INDEX_SHARE)) as u64
+}
+
+/// The configured budget, or the default: a quarter of the container's limit or of the RAM,
+/// raised to the minimum for `partitions` if half of it allows.
+fn budget(config: &Config, partitions: u32) -> Result<(u64, BudgetSource)> {
+    if let Some(mib) = config.memory_budget_mib {
+        return Ok((mib << 20, BudgetSource::Configured));
+    }
+    let machine = shardlite_proc::cgroup::machine_memory()
+        .ok_or_else(|| Error::Config("cannot read the machine's memory: set memory_budget_mib".into()))?;
+    let (memory, source) = match shardlite_proc::cgroup::memory_limit() {
+        Some(limit) if limit < machine => (limit, BudgetSource::Container),
+        _ => (machine, BudgetSource::Machine),
+    };
+    Ok(((memory / DEFAULT_FRACTION).max(minimum_budget(partitions).min(memory / 2)), source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(budget_mib: u64, partitions: u32) -> Result<MemoryPlan> {
+        MemoryPlan::new(&Config { memory_budget_mib: Some(budget_mib), ..Config::default() }, partitions)
+    }
+
+    #[test]
+    fn the_parts_fit_the_budget_at_any_partition_count() {
+        for partitions in [1, 16, 256, 1024] {
+            let budget = minimum_budget(partitions).div_ceil(1 << 20).max(64);
+            let plan = plan(budget, partitions).unwrap();
+            let sqlite = plan.connections * (CONNECTION_BYTES + (u64::from(plan.cache_kib) << 10));
+            let recent = 2 * RECENT_ENTRY_BYTES * plan.merge_threshold as u64 * u64::from(partitions);
+            assert!(sqlite <= plan.sqlite, "{plan:?}");
+            assert!(recent <= plan.recent_index, "{plan:?}");
+            assert!(plan.sqlite + plan.record_cache + plan.recent_index <= plan.budget, "{plan:?}");
+        }
+    }
+
+    #[test]
+    fn settings_are_ceilings_within_the_budget() {
+        let big = plan(64 << 10, 16).unwrap();
+        let defaults = Config::default();
+        assert_eq!(big.cache_kib, defaults.cache_size_kib);
+        assert_eq!(big.record_cache, defaults.record_cache_mib << 20);
+        assert_eq!(big.merge_threshold, defaults.merge_threshold);
+        let small = plan(100, 256).unwrap();
+        assert!(small.cache_kib < defaults.cache_size_kib && small.cache_kib >= MIN_CACHE_KIB);
+        assert_eq!(small.record_cache, 15 << 20);
+        assert!(small.merge_threshold < defaults.merge_threshold);
+    }
+
+    #[test]
+    fn partitions_get_fewer_readers_before_the_budget_is_refused() {
+        let config = Config { readers_per_partition: 4, ..Config::default() };
+        let roomy = MemoryPlan::new(&Config { memory_budget_mib: Some(4096), ..config.clone() }, 256).unwrap();
+        assert_eq!(roomy.readers_per_partition, 4);
+        let tight = minimum_budget(256).div_ceil(1 << 20);
+        let plan = MemoryPlan::new(&Config { memory_budget_mib: Some(tight), ..config.clone() }, 256).unwrap();
+        assert_eq!(plan.readers_per_partition, 1);
+        assert_eq!(plan.apply(&config).readers_per_partition, 1);
+    }
+
+    #[test]
+    fn a_budget_too_small_is_refused_saying_how_much_is_needed() {
+        let err = plan(8, 256).unwrap_err().to_string();
+        let needed = minimum_budget(256).div_ceil(1 << 20);
+        assert!(err.contains(&format!("give at least {needed} MiB")), "{err}");
+        assert!(plan(needed, 256).is_ok());
+    }
+}
