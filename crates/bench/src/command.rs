@@ -13,6 +13,7 @@ use std::{path::PathBuf, time::Duration};
 use shardlite_engine::{layout::Layout, CreateOptions, IndexMode};
 
 use crate::{
+    cold::{self, ByteSize},
     cost::Local,
     http::Target,
     matrix::MatrixArgs,
@@ -44,6 +45,12 @@ pub struct BenchArgs {
     /// Spawned server: partitions of a new directory.
     #[arg(long, default_value_t = CreateOptions::DEFAULT_PARTITIONS)]
     partitions: u32,
+    /// Spawned server: evict its data directory's files from the page cache, measure the
+    /// device's random 4 KiB reads/s under them, and run the server with its memory, page cache
+    /// included, limited to MEM (`200MiB`; default: an eighth of the directory's size, at least
+    /// 64 MiB), so that its data is read from the disk (docs/bench.md, "Cold").
+    #[arg(long, value_name = "MEM", num_args = 0..=1, require_equals = true)]
+    cold: Option<Option<ByteSize>>,
     /// Spawned server: one more `shardlite serve` flag, e.g. `--serve-arg=--synchronous=normal`.
     /// Repeatable.
     #[arg(long = "serve-arg", allow_hyphen_values = true)]
@@ -169,6 +176,7 @@ async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
     let mut runs = Vec::new();
     if let Some(url) = &args.url {
         anyhow::ensure!(no_index.is_empty(), "{INSERT_NO_INDEX} needs a spawned server (no --url)");
+        anyhow::ensure!(args.cold.is_none(), "--cold needs a spawned server (no --url)");
         let target = Target::resolve(url).await?;
         let data_dir = match &args.data {
             Some(d) => Some(d.clone()),
@@ -181,7 +189,7 @@ async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
             data_dir: data_dir.as_ref().map(|d| d.display().to_string()),
             serve_args: Vec::new(),
         };
-        let local = Local { data_dir, pid: args.pid };
+        let local = Local { data_dir, pid: args.pid, cold: None };
         run_workloads(&measure, &target, &local, &server, &indexed, "", &mut runs).await?;
     } else {
         let temp = tempfile::tempdir()?;
@@ -190,13 +198,14 @@ async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
             let dir = args.data.clone().unwrap_or_else(|| temp.path().join("hash"));
             let fresh_dir = !Layout::new(&dir).exists();
             let load = args.load.unwrap_or(if fresh_dir { 200_000 } else { 0 });
-            let spawn = Spawn { dir: &dir, load, create, serve_args: args.serve_args.clone() };
+            let cold = args.cold.map(|mem| mem.map_or(cold::Limit::OfData, |ByteSize(b)| cold::Limit::Bytes(b)));
+            let spawn = Spawn { dir: &dir, load, create, serve_args: args.serve_args.clone(), cold };
             spawned(&measure, &spawn, &indexed, "", &mut runs).await?;
         }
         if !no_index.is_empty() {
             let dir = temp.path().join("none");
             let create = CreateOptions { index: Some(IndexMode::None), ..create };
-            let spawn = Spawn { dir: &dir, load: 0, create, serve_args: args.serve_args.clone() };
+            let spawn = Spawn { dir: &dir, load: 0, create, serve_args: args.serve_args.clone(), cold: None };
             spawned(&measure, &spawn, &[Workload::Insert], " (index none)", &mut runs).await?;
         }
     }
@@ -239,7 +248,10 @@ mod tests {
         assert_eq!(a.concurrency, [1, 2, 4]);
         assert_eq!(a.serve_args, ["--synchronous=normal"]);
         assert_eq!(a.rate, Some(100.0));
-        assert!(a.command.is_none() && a.html.is_none());
+        assert!(a.command.is_none() && a.html.is_none() && a.cold.is_none());
+        assert_eq!(Cli::parse_from(["bench", "--cold"]).bench.cold, Some(None));
+        assert_eq!(Cli::parse_from(["bench", "--cold=200MiB"]).bench.cold, Some(Some(ByteSize(200 << 20))));
+        assert!(Cli::try_parse_from(["bench", "--cold=lots"]).is_err());
         assert!(Cli::try_parse_from(["bench", "--json", "matrix"]).is_err(), "bench flags do not apply to matrix");
     }
 }

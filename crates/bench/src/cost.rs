@@ -6,6 +6,7 @@
 
 use std::{
     path::PathBuf,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -13,7 +14,7 @@ use serde::Serialize;
 
 use shardlite_proc::{rss_bytes, CpuTicks, DiskStats};
 
-use crate::http::Target;
+use crate::{cold::ColdServer, http::Target};
 
 /// How long a control request (`/stats`, `/metrics`) may take.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -25,6 +26,8 @@ pub struct Local {
     pub data_dir: Option<PathBuf>,
     /// Its process id (for the RSS).
     pub pid: Option<u32>,
+    /// Spawned with `--cold`: its memory group and the device's ceilings.
+    pub cold: Option<Arc<ColdServer>>,
 }
 
 /// The figures of `/stats` the report uses.

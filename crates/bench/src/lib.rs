@@ -15,11 +15,14 @@
 //!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
 //!   JSON, and the JSON's published schema), [`server_process`] (`--spawn`),
 //!   [`preload`] (the data set through `POST /batch`), [`html`] (`--html`: the report with
-//!   inline SVG charts). PostgreSQL's throwaway cluster is crate `shardlite-postgres`'s; what
+//!   inline SVG charts), [`cold`] (`--cold`: a spawned server evicted from the page cache and
+//!   limited in memory) and [`device`] (the disk's ceiling of random reads beside it). PostgreSQL's throwaway cluster is crate `shardlite-postgres`'s; what
 //!   a process, the machine and a disk cost (`/proc`) is read by crate `shardlite-proc`.
 
+pub mod cold;
 pub mod command;
 pub mod cost;
+pub mod device;
 pub mod engine_bench;
 pub mod html;
 pub mod http;

@@ -8,6 +8,7 @@ use anyhow::Context;
 use shardlite_engine::{layout::Layout, CreateOptions};
 
 use crate::{
+    cold::{self, ColdServer},
     cost::{Local, ServerStats},
     html,
     http::Target,
@@ -77,6 +78,8 @@ pub struct Spawn<'a> {
     pub create: CreateOptions,
     /// Its other `shardlite serve` flags.
     pub serve_args: Vec<String>,
+    /// `--cold`: started with its files evicted from the page cache, under this memory limit.
+    pub cold: Option<cold::Limit>,
 }
 
 /// The generator's runtime, on `threads` threads.
@@ -135,7 +138,18 @@ pub async fn spawned(
         serve_args.extend(server_process::create_args(&spawn.create));
     }
     serve_args.extend(spawn.serve_args.iter().cloned());
-    let server = ServerProcess::start(&exe, Some(dir), &serve_args).await?;
+    let cold = match spawn.cold {
+        Some(limit) => Some(Arc::new(ColdServer::prepare(dir, limit, &measure.concurrency)?)),
+        None => None,
+    };
+    let command = cold.as_ref().map_or_else(|| std::process::Command::new(&exe), |c| c.command(&exe));
+    let server = match ServerProcess::start_from(command, Some(dir), &serve_args).await {
+        Ok(server) => server,
+        Err(e) => match cold.and_then(|c| c.explain_failed_start()) {
+            Some(why) => return Err(e.context(why)),
+            None => return Err(e),
+        },
+    };
     let target = Target::resolve(&server.url).await?;
     let info = ServerInfo {
         url: server.url.clone(),
@@ -143,7 +157,7 @@ pub async fn spawned(
         data_dir: Some(dir.display().to_string()),
         serve_args: serve_args.clone(),
     };
-    let local = Local { data_dir: Some(dir.to_owned()), pid: Some(server.pid()) };
+    let local = Local { data_dir: Some(dir.to_owned()), pid: Some(server.pid()), cold };
     let result = run_workloads(measure, &target, &local, &info, workloads, suffix, runs).await;
     let stopped = server.stop();
     result?;
@@ -206,8 +220,12 @@ pub async fn run_workloads(
             );
             let result = runner::run(target, local, &opts, &fresh).await;
             next_fresh = fresh.next();
-            let run = RunReport::new(name, server.clone(), opts, &result, first_fresh, next_fresh);
+            let mut run = RunReport::new(name, server.clone(), opts, &result, first_fresh, next_fresh);
+            run.cold = local.cold.as_ref().map(|c| c.report(connections, &run.cost));
             eprintln!("{}", report::summary_line(&run));
+            if let Some(line) = report::cold_line(&run) {
+                eprintln!("{line}");
+            }
             runs.push(run);
         }
     }

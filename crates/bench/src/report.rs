@@ -8,6 +8,7 @@ use std::{collections::BTreeMap, fmt::Write};
 use serde::Serialize;
 
 use crate::{
+    cold::ColdReport,
     cost::Cost,
     recorder::{Errors, Percentiles},
     runner::{RunOptions, RunResult},
@@ -148,6 +149,8 @@ pub struct RunReport {
     pub generator_cpu_pct: f64,
     /// One entry per second of the measured window.
     pub timeline: Vec<SecondReport>,
+    /// `--cold`: the server's memory limit and use, and the device's ceiling; `None` otherwise.
+    pub cold: Option<ColdReport>,
 }
 
 /// One second of a run.
@@ -222,6 +225,7 @@ impl RunReport {
             generator_cpu_pct: 100.0 * result.generator_cpu_seconds / seconds.max(1e-9),
             timeline,
             options,
+            cold: None,
         }
     }
 }
@@ -258,11 +262,61 @@ pub fn summary_line(r: &RunReport) -> String {
     )
 }
 
+/// A `--cold` run's rate against the device's ceiling and its memory, e.g. `SELECT 12,884/s =
+/// 1.28 reads each = 44% of the device's 29,300 reads/s; memory limit 200 MiB, ...`; `None` for
+/// other runs.
+pub fn cold_line(r: &RunReport) -> Option<String> {
+    let cold = r.cold.as_ref()?;
+    let device = match (cold.device, cold.device_use_pct) {
+        (Some(d), Some(pct)) => format!("{pct:.0}% of the device's {} reads/s", thousands(d.reads_per_sec)),
+        (Some(d), None) => format!("the device's {} reads/s", thousands(d.reads_per_sec)),
+        (None, _) => "the device's ceiling unknown".to_owned(),
+    };
+    let mib = |b: Option<u64>| b.map_or_else(|| "-".to_owned(), |b| format!("{} MiB", b >> 20));
+    let memory = if cold.limited {
+        let killed = match cold.oom_kills {
+            Some(0) => "0".to_owned(),
+            Some(n) => format!("{n} (the server was killed for want of memory)"),
+            None => "-".to_owned(),
+        };
+        format!(
+            "memory limit {}, group peak {}, OOM kills {killed}",
+            mib(Some(cold.limit_bytes)),
+            mib(cold.group_peak_bytes)
+        )
+    } else {
+        format!("no memory limit (asked for {}: no memory controller to use)", mib(Some(cold.limit_bytes)))
+    };
+    Some(format!(
+        "{} {}/s = {} reads each = {device}; {memory}, server RSS {}",
+        r.name.to_uppercase(),
+        thousands(r.queries_per_sec),
+        opt(r.reads_per_query, 2),
+        mib(r.cost.server_rss_bytes),
+    ))
+}
+
+/// `v` rounded, its thousands apart: `12,884`.
+fn thousands(v: f64) -> String {
+    let digits = format!("{:.0}", v.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The text report: the table, then each run's details and timeline.
 pub fn render_text(report: &Report) -> String {
     let mut out = String::new();
     for r in &report.runs {
         let _ = writeln!(out, "{}", summary_line(r));
+    }
+    for line in report.runs.iter().filter_map(cold_line) {
+        let _ = writeln!(out, "{line}");
     }
     for r in &report.runs {
         let c = &r.cost;
@@ -336,6 +390,14 @@ mod tests {
         let schema: Value = serde_json::from_str(SCHEMA).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
         validator.iter_errors(doc).map(|e| format!("{}: {e}\n", e.instance_path())).collect()
+    }
+
+    #[test]
+    fn thousands_are_set_apart() {
+        let cases = [(0.0, "0"), (999.4, "999"), (12884.0, "12,884"), (29300.2, "29,300"), (1234567.0, "1,234,567")];
+        for (v, text) in cases {
+            assert_eq!(thousands(v), text);
+        }
     }
 
     #[test]

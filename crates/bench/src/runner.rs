@@ -18,7 +18,7 @@ use crate::{
     keyspace,
     recorder::{Outcome, Recorder},
     schedule::{Pacer, Schedule},
-    workload::{FreshKeys, KeyDist, Keys, Mix, Op, OpGen, Workload},
+    workload::{connection_seed, FreshKeys, KeyDist, Keys, Mix, Op, OpGen, Workload},
 };
 
 /// After a failed connect, wait this long before the next attempt, so a dead server is not
@@ -96,7 +96,7 @@ pub async fn run(target: &Target, local: &Local, opts: &RunOptions, fresh: &Arc<
                 opts.mix,
                 keys.clone(),
                 Arc::clone(fresh),
-                opts.seed ^ (c as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                connection_seed(opts.seed, opts.workload, opts.schedule.connections(), c),
             );
             let window = Window { start, measure_start, end };
             let task = Connection { target: target.clone(), opts: Arc::clone(&opts_arc), gen, window };

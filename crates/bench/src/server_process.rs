@@ -69,11 +69,20 @@ impl ServerProcess {
     /// Starts `exe serve [--data DIR] --listen 127.0.0.1:PORT` plus `serve_args` and waits
     /// until it answers `/healthz`. Without a data directory the flags must name a `--backend`.
     pub async fn start(exe: &Path, data_dir: Option<&Path>, serve_args: &[String]) -> anyhow::Result<Self> {
+        Self::start_from(Command::new(exe), data_dir, serve_args).await
+    }
+
+    /// [`ServerProcess::start`] with `command` a command that runs the binary in a way of its
+    /// own (inside a memory group: `cold`), before its arguments.
+    pub async fn start_from(
+        mut command: Command,
+        data_dir: Option<&Path>,
+        serve_args: &[String],
+    ) -> anyhow::Result<Self> {
         // A free port: bind port 0, note it, release it. Another process could take it in
         // between; then the child fails to bind and says so.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let listen = format!("127.0.0.1:{port}");
-        let mut command = Command::new(exe);
         command.arg("serve");
         if let Some(dir) = data_dir {
             command.arg("--data").arg(dir);
@@ -88,7 +97,7 @@ impl ServerProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
-            .with_context(|| format!("starting {} serve", exe.display()))?;
+            .with_context(|| format!("starting {command:?}"))?;
         let mut server = Self {
             child,
             url: format!("http://{listen}"),

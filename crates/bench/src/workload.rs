@@ -98,7 +98,7 @@ pub enum KeyDist {
 }
 
 /// One request to make.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
     /// `GET /healthz`.
     Noop,
@@ -270,8 +270,17 @@ pub struct OpGen {
     rng: Rng,
 }
 
+/// The seed of connection `c`'s [`OpGen`] in a run of `workload` with `connections`, from the
+/// key space's `seed`: a hash of all four, so that no two connections, nor two runs of an
+/// invocation, draw the same keys. (SplitMix streams from seeds a multiple of its increment
+/// apart are the same stream shifted: connection seeds such as `seed ^ c * increment` made
+/// every second connection repeat another's keys.)
+pub fn connection_seed(seed: u64, workload: Workload, connections: usize, c: usize) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(format!("{workload} {connections} {c}").as_bytes(), seed)
+}
+
 impl OpGen {
-    /// A generator for `workload`; `seed` should differ per connection.
+    /// A generator for `workload`; `seed` should differ per connection ([`connection_seed`]).
     pub fn new(workload: Workload, mix: Mix, keys: Keys, fresh: Arc<FreshKeys>, seed: u64) -> Self {
         Self { workload, mix, keys, fresh, rng: Rng::new(seed) }
     }
@@ -335,6 +344,21 @@ mod tests {
         assert!((0..100).all(|_| matches!(only_inserts.next_op(), Op::Insert(_))));
         let mut only_selects = gen(Workload::Mix, Mix { insert_pct: 0, update_pct: 0 }, Keys::Uniform(10), 0);
         assert!((0..100).all(|_| matches!(only_selects.next_op(), Op::Select(_))));
+    }
+
+    #[test]
+    fn connections_and_runs_draw_different_keys() {
+        let keys = |workload, connections, c| {
+            let seed = connection_seed(1, workload, connections, c);
+            let fresh = Arc::new(FreshKeys::starting_at(0));
+            let mut gen = OpGen::new(workload, Mix::default(), Keys::Uniform(20_000_000), fresh, seed);
+            (0..1000).map(|_| gen.next_op()).collect::<Vec<_>>()
+        };
+        let drawn: Vec<Op> = (0..100).flat_map(|c| keys(Workload::Select, 100, c)).collect();
+        let distinct = drawn.iter().collect::<std::collections::HashSet<_>>().len();
+        // 100,000 uniform draws of 20 million repeat about 250 times by chance.
+        assert!(distinct > 99_000, "{distinct} distinct keys of {}", drawn.len());
+        assert_ne!(keys(Workload::Select, 100, 0), keys(Workload::Select, 64, 0), "another run, other keys");
     }
 
     #[test]

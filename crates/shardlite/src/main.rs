@@ -47,6 +47,10 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    // No transparent huge pages: mimalloc asks for them on its arenas, and every 2 MiB region a
+    // thread touches then stays resident whole. Measured at 256 partitions under GET load:
+    // 143 MB RSS with them, 83 MB without (the same as glibc's malloc), throughput alike.
+    let _ = nix::sys::prctl::set_thp_disable(true);
     let cli = Cli::parse();
     // The server logs its start, shutdown and errors at `info`; the tools only warnings.
     let default_filter = if matches!(cli.command, Command::Serve(_)) { "info" } else { "warn" };

@@ -78,3 +78,43 @@ fn a_short_bench_agrees_with_the_server_and_the_schema() {
     let on_disk: u64 = stats["partitions"].as_array().unwrap().iter().map(|p| p["records"].as_u64().unwrap()).sum();
     assert_eq!(on_disk, 2000 + created_on_data);
 }
+
+#[test]
+fn a_cold_bench_limits_the_server_and_measures_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = Command::new(EXE)
+        .args(["bench", "--json", "--load", "2000", "--partitions", "4", "--concurrency", "4", "--cold=96MiB"])
+        .args(["--duration", "0.5", "--warmup", "0.2", "--workloads", "select,update"])
+        .arg("--data")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = common::schema_problems(&report);
+    assert!(problems.is_empty(), "the report breaks its schema:\n{}", problems.join("\n"));
+
+    for run in report["runs"].as_array().unwrap() {
+        let (name, cold) = (run["name"].as_str().unwrap(), &run["cold"]);
+        assert_eq!(run["error_total"], 0, "{name}: {}", run["errors"]);
+        assert_eq!(cold["limit_bytes"], 96 << 20, "{name}");
+        assert!(cold["evicted_files"].as_u64().unwrap() >= 4, "{name}: the partitions' files at least");
+        if cold["limited"].as_bool().unwrap() {
+            let peak = cold["group_peak_bytes"].as_u64().unwrap();
+            assert!(peak > 0 && peak <= 96 << 20, "{name}: peak {peak}");
+            assert_eq!(cold["oom_kills"], 0, "{name}");
+        } else {
+            assert!(stderr.contains("the server runs without a memory limit"), "{stderr}");
+        }
+        // The device was read at the run's concurrency, and the run's reads set against it.
+        let device = &cold["device"];
+        assert!(device["reads_per_sec"].as_f64().unwrap() > 0.0, "{name}: {device}");
+        assert_eq!((device["threads"].as_u64(), device["files"].as_u64()), (Some(4), Some(4)), "{name}");
+        assert!(cold["device_use_pct"].is_number() && run["reads_per_query"].is_number(), "{name}: {cold}");
+        let line = format!("{} ", name.to_uppercase());
+        assert!(stderr.lines().any(|l| l.starts_with(&line) && l.contains(" reads each = ")), "{stderr}");
+    }
+    assert_eq!(stderr.matches("the device's ceiling: random 4 KiB").count(), 1, "measured once per concurrency");
+}

@@ -87,6 +87,13 @@ impl Faulty {
         (resp.status(), resp.text().await.unwrap())
     }
 
+    /// Whether `/stats` shows partition `p` poisoned.
+    async fn poisoned(&self, p: usize) -> bool {
+        let stats = self.http.get(self.server.at("/stats")).send().await.unwrap().bytes().await.unwrap();
+        let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
+        stats["store"]["partitions"][p]["poisoned"].is_string()
+    }
+
     /// Every key written before the fault reads "before".
     async fn reads_go_on(&self) {
         for key in self.keys[0][..10].iter().chain(&self.keys[1][..10]) {
@@ -131,10 +138,15 @@ async fn a_failed_sync_of_a_partitions_files_poisons_only_it() {
     // Either the commit itself fails (SQLite syncs the WAL header when it reuses the WAL after
     // a checkpoint): answered 500, and cancelled in the commit log so that a restart does not
     // apply it; or the commit succeeds (durable in the commit log, answered) and the checkpoint
-    // after it fails.
+    // after it, which the checkpointer thread runs when it gets to it, fails.
     let (status, body) = f.put(&p1[10], "during").await;
     assert!([StatusCode::CREATED, StatusCode::INTERNAL_SERVER_ERROR].contains(&status), "{status} {body}");
     let failed_write_applied = status == StatusCode::CREATED;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !f.poisoned(1).await {
+        assert!(std::time::Instant::now() < deadline, "the failed sync never poisoned partition 1");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let (status, body) = f.put(&p1[11], "during").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     assert!(body.contains("poisoned"), "later writes are refused as poisoned: {body}");

@@ -108,7 +108,8 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
                 let serve_args = config.serve_args();
                 eprintln!("configuration {}: {}", config.label, serve_args.join(" "));
                 let dir = temp.path().join(config.key);
-                let spawn = Spawn { dir: &dir, load: m.records, create: config.create(m.partitions), serve_args };
+                let spawn =
+                    Spawn { dir: &dir, load: m.records, create: config.create(m.partitions), serve_args, cold: None };
                 let suffix = format!(" [{}]", config.key);
                 spawned(&measure, &spawn, &chosen, &suffix, &mut runs).await?;
                 std::fs::remove_dir_all(&dir)?;

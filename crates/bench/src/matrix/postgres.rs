@@ -88,7 +88,7 @@ impl PostgresRow {
             data_dir: data_dir.as_ref().map(|d| d.display().to_string()),
             serve_args: shown.clone(),
         };
-        let local = Local { data_dir: data_dir.as_deref().map(Path::to_owned), pid: Some(server.pid()) };
+        let local = Local { data_dir: data_dir.as_deref().map(Path::to_owned), pid: Some(server.pid()), cold: None };
         let measured = async {
             let target = Target::resolve(&server.url).await?;
             let data =

@@ -165,9 +165,6 @@ impl PartitionWriter {
             prepared.state = Err(err);
             return prepared;
         }
-        if let Some(index) = &self.partition.index {
-            index.prefetch(prepared.reqs.iter().flat_map(|r| r.ops.iter().map(|(_, fp)| *fp)));
-        }
         let reqs = &prepared.reqs;
         let run = catch_unwind(AssertUnwindSafe(|| self.transact_repairing(reqs, tx_mode, log.is_some())));
         prepared.state = match run {
@@ -186,6 +183,13 @@ impl PartitionWriter {
             }
         }
         prepared
+    }
+
+    /// Starts reading, in the background, the index file pages that `reqs` will look up.
+    fn prefetch(&self, reqs: &[WriteRequest]) {
+        if let Some(index) = &self.partition.index {
+            index.prefetch(reqs.iter().flat_map(|r| r.ops.iter().map(|(_, fp)| *fp)));
+        }
     }
 
     /// Appends the transaction's record to the log and, if its counters changed, writes them
@@ -545,6 +549,11 @@ impl WriterThread {
         let log = self.log.clone();
         if let Some(log) = &log {
             log.hold(self.number);
+        }
+        // Every index page the round needs is asked for at once, so that on cold data the
+        // device reads them side by side while the first transactions run.
+        for (partition, reqs) in &groups {
+            self.writer(*partition).prefetch(reqs);
         }
         let prepared: Vec<(u32, Prepared)> = groups
             .into_iter()
