@@ -91,7 +91,7 @@ impl Plan {
     }
 }
 /// Threads generating and committing.
-const THREADS: usize = 2;
+pub(crate) const THREADS: usize = 2;
 
 /// One partition during a load.
 struct Part {
@@ -168,7 +168,7 @@ pub fn load(
 }
 
 /// Checks the manifest against `create`, or creates it.
-fn open_manifest(layout: &Layout, create: &CreateOptions, config: &Config) -> Result<Manifest> {
+pub(crate) fn open_manifest(layout: &Layout, create: &CreateOptions, config: &Config) -> Result<Manifest> {
     create.validate()?;
     config.validate()?;
     if layout.exists() {
@@ -350,7 +350,7 @@ fn finish_part(part: &mut Part) -> Result<()> {
 }
 
 /// Runs `f(0..n)` on [`THREADS`] threads; the first error wins.
-fn parallel(n: usize, f: impl Fn(usize) -> Result<()> + Sync) -> Result<()> {
+pub(crate) fn parallel(n: usize, f: impl Fn(usize) -> Result<()> + Sync) -> Result<()> {
     let next = AtomicUsize::new(0);
     let failure = Mutex::new(None);
     std::thread::scope(|s| {

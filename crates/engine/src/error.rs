@@ -117,6 +117,10 @@ pub enum Error {
     /// The store is shutting down or closed.
     #[error("the store is closed")]
     Closed,
+    /// An import was refused: a duplicate key under `--on-duplicate error`, or an interrupted
+    /// import is pending.
+    #[error("import refused: {0}")]
+    Import(String),
 }
 
 fn condition_failed(current: &Option<crate::Version>) -> String {

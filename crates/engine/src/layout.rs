@@ -11,6 +11,9 @@
 //! DIR/commit-NNNNNNNNNNNNNNNN.log  a segment of the commit log (crate::commitlog)
 //! DIR/commit.base           each partition's durable log position at the last trim
 //! DIR/commit.spare          a segment file kept ready for the next switch
+//! DIR/import.staging.tmp/   an import's parsed input, being written (crate::import)
+//! DIR/import.staging/       an import's parsed input, complete: being applied, or interrupted
+//!   import.toml, pNNNN.run  its plan, and each partition's records
 //! ```
 
 use std::{
@@ -94,6 +97,26 @@ impl Layout {
     /// The commit log's base file.
     pub fn log_base(&self) -> PathBuf {
         self.dir.join("commit.base")
+    }
+
+    /// An import's parsed input while it is being written.
+    pub fn import_staging_tmp(&self) -> PathBuf {
+        self.dir.join("import.staging.tmp")
+    }
+
+    /// An import's parsed input once complete, until every partition has applied it.
+    pub fn import_staging(&self) -> PathBuf {
+        self.dir.join("import.staging")
+    }
+
+    /// The plan of the import staged in `staging`.
+    pub fn import_plan(staging: &Path) -> PathBuf {
+        staging.join("import.toml")
+    }
+
+    /// Partition `p`'s records of the import staged in `staging`.
+    pub fn import_run(staging: &Path, p: u32) -> PathBuf {
+        staging.join(format!("p{p:04}.run"))
     }
 
     /// The commit log's segments, `(sequence, path)` in sequence order.

@@ -26,6 +26,7 @@ pub mod commitlog;
 pub mod config;
 pub mod dirlock;
 pub mod error;
+pub mod import;
 pub mod index;
 pub mod keyhash;
 pub mod layout;
@@ -44,7 +45,7 @@ pub use keyhash::{KeyHash, KeyHasher};
 pub use manifest::Manifest;
 pub use ops::{Condition, Op, Outcome, Record, Version, Written};
 pub use partition::check::PartitionCheck;
-pub use store::{PartitionStats, Pending, PendingBatch, Store, StoreStats};
+pub use store::{PartitionStats, Pending, PendingBatch, Scanned, Store, StoreStats};
 
 /// Longest key accepted, bytes.
 pub const MAX_KEY_LEN: usize = 1024;

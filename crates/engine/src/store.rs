@@ -9,6 +9,10 @@
 //! ([`crate::dirlock`]); closing (or dropping) the store stops the maintenance thread, lets the
 //! writers finish every queued job, checkpoints, closes, and releases the lock.
 
+mod scan;
+
+pub use scan::Scanned;
+
 use std::{
     collections::BTreeMap,
     future::{Future, IntoFuture},

@@ -80,6 +80,12 @@ pub enum BackendError {
     /// The database refused or failed a statement.
     #[error("database error: {0}")]
     Database(String),
+    /// The request's query asks for something that is not there (a partition out of range).
+    #[error("{0}")]
+    BadQuery(String),
+    /// This backend does not serve the operation at all.
+    #[error("{0}")]
+    NotImplemented(String),
 }
 
 fn condition_failed(current: &Option<Version>) -> String {
@@ -91,6 +97,17 @@ fn condition_failed(current: &Option<Version>) -> String {
 
 /// A result of a backend operation.
 pub type BackendResult<T> = Result<T, BackendError>;
+
+/// One page of a partition's keys, in a stable order (see [`Backend::keys`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPage {
+    /// The storage's partition count: pages go from partition 0 to this one less.
+    pub partitions: u32,
+    /// The keys, each with its record's version.
+    pub keys: Vec<(Vec<u8>, Version)>,
+    /// The cursor of the next page; `None` at the partition's end.
+    pub next: Option<u64>,
+}
 
 /// Storage as the HTTP server sees it. Implementations must not block the async runtime.
 pub trait Backend: Send + Sync + std::fmt::Debug {
@@ -111,6 +128,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// [`Backend::max_value`] refuses it all. Each operation's own refusal (not found, condition
     /// failed) is its result; the others still run.
     fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, BackendResult<Vec<BackendResult<Outcome>>>>;
+
+    /// Up to `limit` keys of `partition` after the cursor `after` (0: from the start), in a
+    /// stable order: keys written after a page was read come on later pages, never before it.
+    fn keys(&self, partition: u32, after: u64, limit: usize) -> BoxFuture<'_, BackendResult<KeyPage>> {
+        let _ = (partition, after, limit);
+        Box::pin(
+            async move { Err(BackendError::NotImplemented(format!("the {} backend does not list keys", self.name()))) },
+        )
+    }
 
     /// The backend's figures now, for `/stats` and `/metrics`.
     fn figures(&self) -> BoxFuture<'_, BackendResult<Figures>>;

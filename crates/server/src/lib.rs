@@ -34,6 +34,7 @@ mod conditional;
 pub mod error;
 pub mod figures;
 mod key;
+mod keys;
 mod kv;
 mod metrics;
 pub mod options;
@@ -45,7 +46,7 @@ pub mod sqlite;
 mod state;
 mod stats;
 
-pub use backend::{Backend, BackendError, BackendResult, BoxFuture};
+pub use backend::{Backend, BackendError, BackendResult, BoxFuture, KeyPage};
 /// The `POST /batch` body decoder, exposed for the fuzz targets (`fuzz/`) only.
 #[doc(hidden)]
 pub use batch::decode_batch;

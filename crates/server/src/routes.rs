@@ -12,6 +12,8 @@ pub enum Route {
     Kv,
     /// `/batch`: POST.
     Batch,
+    /// `/keys`: GET, HEAD.
+    Keys,
     /// `/healthz`: GET, HEAD; no auth, no storage work.
     Healthz,
     /// `/stats`: GET, HEAD.
@@ -31,6 +33,7 @@ impl Route {
         match path {
             "/healthz" => Route::Healthz,
             "/batch" => Route::Batch,
+            "/keys" => Route::Keys,
             "/stats" => Route::Stats,
             "/metrics" => Route::Metrics,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
@@ -43,6 +46,7 @@ impl Route {
         match self {
             Route::Kv => "/kv/{key}",
             Route::Batch => "/batch",
+            Route::Keys => "/keys",
             Route::Healthz => "/healthz",
             Route::Stats => "/stats",
             Route::Metrics => "/metrics",
@@ -57,7 +61,7 @@ impl Route {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
             Route::Batch => (*method == Method::POST, "POST"),
-            Route::Healthz | Route::Stats | Route::Metrics => {
+            Route::Healthz | Route::Stats | Route::Metrics | Route::Keys => {
                 (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
             }
             Route::Unknown => return Err(ApiError::unknown_route(path)),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use shardlite_engine::{Error as EngineError, Op, Outcome, Record, Store};
 
 use crate::{
-    backend::{Backend, BackendError, BackendResult, BoxFuture},
+    backend::{Backend, BackendError, BackendResult, BoxFuture, KeyPage},
     figures::{Figures, SqliteFigures},
 };
 
@@ -45,6 +45,33 @@ impl Backend for SqliteBackend {
         Box::pin(async move {
             let outcomes = self.store.submit_batch(ops)?.resolve().await;
             Ok(outcomes.into_iter().map(|r| r.map_err(BackendError::from)).collect())
+        })
+    }
+
+    fn keys(&self, partition: u32, after: u64, limit: usize) -> BoxFuture<'_, BackendResult<KeyPage>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            let partitions = store.manifest().partitions;
+            if partition >= partitions {
+                let message = format!("partition {partition} does not exist: the partitions are 0..{partitions}");
+                return Err(BackendError::BadQuery(message));
+            }
+            // One more than asked for says whether the partition goes on.
+            let read = move || {
+                let mut keys = Vec::with_capacity(limit + 1);
+                store.scan(partition, after, limit as u64 + 1, false, |r| {
+                    keys.push((r.key.to_vec(), r.version));
+                    Ok(())
+                })?;
+                let more = keys.len() > limit;
+                keys.truncate(limit);
+                let next = if more { keys.last().map(|(_, v)| v.id) } else { None };
+                Ok::<_, EngineError>(KeyPage { partitions, keys, next })
+            };
+            let page = tokio::task::spawn_blocking(read)
+                .await
+                .map_err(|e| BackendError::Internal(format!("listing keys failed: {e}")))??;
+            Ok(page)
         })
     }
 

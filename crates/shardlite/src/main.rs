@@ -1,7 +1,11 @@
 //! The `shardlite` binary: parses the command line and hands each subcommand to its crate.
 
 mod check;
+mod export;
+mod import;
 mod load;
+mod progress;
+mod records;
 mod serve;
 mod stats;
 
@@ -31,6 +35,11 @@ enum Command {
     BenchEngine(shardlite_bench::BenchEngineArgs),
     /// Bulk-load a deterministic data set into a data directory (offline, at full speed).
     Load(load::LoadArgs),
+    /// Import records from csv, tsv, jsonl or bin files: all or nothing, at bulk-load speed
+    /// (docs/import-export.md).
+    Import(import::ImportArgs),
+    /// Export every record, with its counter, as csv, tsv, jsonl or bin (docs/import-export.md).
+    Export(export::ExportArgs),
     /// Records and bytes of a data directory, per partition and in total.
     Stats(stats::StatsArgs),
     /// Verify every partition of a data directory: SQLite integrity and index <-> data.
@@ -56,6 +65,8 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => shardlite_bench::command::run(&args),
         Command::BenchEngine(args) => shardlite_bench::engine_bench::command::run(args),
         Command::Load(args) => load::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Export(args) => export::run(args),
         Command::Stats(args) => stats::run(args),
         Command::Check(args) => check::run(args),
     }

@@ -281,6 +281,29 @@ pub fn scan_keys(conn: &Connection, after: u64, mut f: impl FnMut(u32, &[u8])) -
     Ok(())
 }
 
+/// Calls `f(id, key, counter, value)` for the records with an id above `after`, in id order,
+/// at most `limit` (values empty unless `values`), in one statement: one read transaction.
+pub fn scan_records(
+    conn: &Connection,
+    after: u64,
+    limit: u64,
+    values: bool,
+    mut f: impl FnMut(u32, &[u8], u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let sql = match values {
+        true => "SELECT id, key, counter, value FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+        false => "SELECT id, key, counter, x'' FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
+    // SQLite reads a negative LIMIT as none.
+    let mut rows = stmt.query(params![after as i64, i64::try_from(limit).unwrap_or(-1)])?;
+    while let Some(r) = rows.next()? {
+        let blob = |i| r.get_ref(i).and_then(|v| v.as_blob().map_err(rusqlite::Error::from));
+        f(r.get::<_, i64>(0)? as u32, blob(1)?, r.get::<_, i64>(2)? as u64, blob(3)?)?;
+    }
+    Ok(())
+}
+
 /// SQLite's `quick_check`: `"ok"` or the problems found.
 pub fn quick_check(conn: &Connection) -> Result<String> {
     let mut stmt = conn.prepare("PRAGMA quick_check")?;

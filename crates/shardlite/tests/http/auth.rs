@@ -21,6 +21,7 @@ async fn every_route_but_healthz_needs_the_token() {
         (Method::POST, server.at("/batch")),
         (Method::GET, server.at("/stats")),
         (Method::GET, server.at("/metrics")),
+        (Method::GET, server.at("/keys?partition=0")),
         (Method::GET, server.at("/no/such/route")),
     ];
     for (method, url) in &requests {

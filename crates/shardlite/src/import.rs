@@ -1,0 +1,183 @@
+//! `shardlite import`: users' own records into a data directory, all or nothing, through the
+//! engine's import (the bulk loader's path), with progress bars and a one-line JSON summary.
+
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+};
+
+use anyhow::Context;
+use shardlite_engine::{
+    import::{self, ImportSummary, Importer, OnDuplicate, Origin, Source},
+    Config, CreateOptions, Error, IndexMode,
+};
+
+use crate::{
+    progress,
+    records::{
+        self,
+        read::{self, Bad},
+        Encoding, Format,
+    },
+};
+
+/// Flags of `shardlite import`.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The data directory (created if missing).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Input files (`-`: standard input); `.zst` and `.gz` are decompressed.
+    #[arg(required_unless_present = "resume")]
+    pub files: Vec<PathBuf>,
+    /// Format of every input (default: the one each file's name says, else csv).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Encoding of keys and values in csv, tsv and jsonl.
+    #[arg(long, value_enum, default_value = "hex")]
+    pub encoding: Encoding,
+    /// A key already in the directory or earlier in the input: replace it (an update), keep
+    /// what is there, or refuse the whole import.
+    #[arg(long, value_enum, default_value = "last-wins")]
+    pub on_duplicate: OnDuplicate,
+    /// Skip up to this many bad records (listed in the reject file) instead of refusing.
+    #[arg(long, default_value_t = 0)]
+    pub max_errors: u64,
+    /// Where skipped records are listed, one `FILE: line N: what` line each.
+    #[arg(long, default_value = "import-rejects.txt")]
+    pub rejects: PathBuf,
+    /// Finish an interrupted import of the directory instead.
+    #[arg(long, conflicts_with = "files")]
+    pub resume: bool,
+    /// Partitions of a new directory (default 256; an existing one keeps its own).
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    /// Index mode of a new directory (default hash; an existing one keeps its own).
+    #[arg(long)]
+    pub index: Option<IndexMode>,
+    /// Print a one-line JSON summary instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `shardlite import`.
+pub fn run(args: ImportArgs) -> anyhow::Result<()> {
+    let applying = progress::records("applied", 0);
+    let progress = |done: u64, total: u64| {
+        applying.set_length(total);
+        applying.set_position(done);
+    };
+    let summary = if args.resume {
+        import::resume(&args.data, &Config::default(), &progress)?
+            .with_context(|| format!("no interrupted import is pending in {}", args.data.display()))?
+    } else {
+        let create = CreateOptions { partitions: args.partitions, index: args.index, ..CreateOptions::default() };
+        let mut importer = Importer::begin(&args.data, &create, &Config::default())
+            .with_context(|| format!("importing into {}", args.data.display()))?;
+        stage(&args, &mut importer)?;
+        importer
+            .apply(args.on_duplicate, &progress)
+            .with_context(|| format!("importing into {}", args.data.display()))?
+    };
+    applying.finish_and_clear();
+    report(&args, &summary)
+}
+
+/// Reads every input into the importer; refuses at the first bad record past `--max-errors`.
+fn stage(args: &ImportArgs, importer: &mut Importer) -> anyhow::Result<()> {
+    let total: u64 = args.files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
+    let raw = Arc::new(AtomicU64::new(0));
+    let reading = progress::bytes("read", total);
+    let mut rejects = Rejects { path: &args.rejects, file: None, count: 0, max: args.max_errors };
+    for path in &args.files {
+        let format = Format::choose(args.format, path);
+        let source =
+            importer.add_source(Source { name: path.display().to_string(), unit: read::unit(format).to_owned() });
+        let mut input = records::open_input(path, Arc::clone(&raw))?;
+        let mut each = |parsed: Result<read::Parsed<'_>, Bad>| -> anyhow::Result<()> {
+            let bad = match parsed {
+                Ok(r) => match importer.add(r.key, r.value, r.counter, Origin { source, position: r.position }) {
+                    Ok(()) => None,
+                    Err(e @ (Error::InvalidKey { .. } | Error::ValueTooLarge { .. } | Error::Import(_))) => {
+                        Some((r.position, e.to_string()))
+                    }
+                    Err(e) => return Err(e.into()),
+                },
+                Err(bad) => Some((bad.position, bad.what)),
+            };
+            if let Some((position, what)) = bad {
+                rejects.add(&importer.locate(Origin { source, position }), &what)?;
+            }
+            if importer.records().is_multiple_of(65_536) {
+                reading.set_position(raw.load(Ordering::Relaxed));
+            }
+            Ok(())
+        };
+        read::read(format, args.encoding, &mut input, &mut each)
+            .with_context(|| format!("reading {}", path.display()))?;
+    }
+    reading.finish_and_clear();
+    rejects.finish()
+}
+
+/// The bad records skipped so far, and the file listing them.
+struct Rejects<'a> {
+    path: &'a Path,
+    file: Option<BufWriter<File>>,
+    count: u64,
+    max: u64,
+}
+
+impl Rejects<'_> {
+    /// Lists a bad record, or refuses the import if it is one too many.
+    fn add(&mut self, at: &str, what: &str) -> anyhow::Result<()> {
+        self.count += 1;
+        anyhow::ensure!(
+            self.count <= self.max,
+            "{at}: {what}{}",
+            if self.max > 0 { format!(" (bad record {} of at most {})", self.count, self.max) } else { String::new() }
+        );
+        let file = match &mut self.file {
+            Some(file) => file,
+            slot => slot.insert(BufWriter::new(
+                File::create(self.path).with_context(|| format!("creating {}", self.path.display()))?,
+            )),
+        };
+        writeln!(file, "{at}: {what}")?;
+        Ok(())
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        if let Some(mut file) = self.file {
+            file.flush()?;
+            eprintln!("skipped {} bad records, listed in {}", self.count, self.path.display());
+        }
+        Ok(())
+    }
+}
+
+fn report(args: &ImportArgs, summary: &ImportSummary) -> anyhow::Result<()> {
+    if args.json {
+        println!("{}", serde_json::to_string(summary)?);
+    } else {
+        println!(
+            "imported {} records into {}: {} inserted, {} updated, {} kept; {:.0} records/s \
+             ({:.1} s reading, {:.1} s applying to {} partitions)",
+            summary.records,
+            args.data.display(),
+            summary.inserted,
+            summary.updated,
+            summary.kept,
+            summary.records_per_sec,
+            summary.parse_seconds,
+            summary.apply_seconds,
+            summary.partitions
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,347 @@
+//! `shardlite import` and `shardlite export` as a user runs them: round trips in every format
+//! and encoding, duplicates under each policy, bad input refused with its exact error and the
+//! directory left as it was, `--max-errors` with its reject file, and `kill -9` during an
+//! import.
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    collections::BTreeMap,
+    ffi::OsStr,
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+};
+
+const EXE: &str = env!("CARGO_BIN_EXE_shardlite");
+
+/// key -> (value, counter).
+type Records = BTreeMap<Vec<u8>, (Vec<u8>, u64)>;
+
+fn run(args: &[&OsStr]) -> Output {
+    Command::new(EXE).args(args).env("RUST_BACKTRACE", "0").stdin(Stdio::null()).output().unwrap()
+}
+
+/// Runs shardlite and returns its standard output; panics if it fails.
+fn ok(args: &[&dyn AsRef<OsStr>]) -> String {
+    let args: Vec<&OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    let out = run(&args);
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs shardlite, which must fail, and returns its standard error.
+fn fails(args: &[&dyn AsRef<OsStr>]) -> String {
+    let args: Vec<&OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    let out = run(&args);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// Every record of a directory, through `export --format csv`.
+fn records(dir: &Path) -> Records {
+    let text = ok(&[&"export", &"--data", &dir, &"--format", &"csv"]);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("key,value,counter"));
+    lines
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            (hex::decode(f[0]).unwrap(), (hex::decode(f[1]).unwrap(), f[2].parse().unwrap()))
+        })
+        .collect()
+}
+
+/// A csv file with a header and the counter column.
+fn write_csv(path: &Path, records: &[(Vec<u8>, Vec<u8>, Option<u64>)]) {
+    let mut text = String::from("key,value,counter\n");
+    for (k, v, c) in records {
+        let counter = c.map(|c| c.to_string()).unwrap_or_default();
+        let line = if c.is_some() {
+            format!("{},{},{counter}\n", hex::encode(k), hex::encode(v))
+        } else {
+            format!("{},{}\n", hex::encode(k), hex::encode(v))
+        };
+        text.push_str(&line);
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Records with the edge cases: empty values, 1-byte and 1,024-byte keys, the largest value
+/// (1 MiB, the default `max_value`), counters given or not.
+fn edge_records() -> Vec<(Vec<u8>, Vec<u8>, Option<u64>)> {
+    let mut records = vec![
+        (vec![0x00], Vec::new(), None),
+        (vec![0xff; 1024], b"long key".to_vec(), Some(7)),
+        (b"largest".to_vec(), (0..1 << 20).map(|i| (i % 251) as u8).collect(), Some(3)),
+        (b"empty".to_vec(), Vec::new(), Some(1)),
+    ];
+    for i in 0..200u32 {
+        records.push((format!("key-{i}").into_bytes(), i.to_le_bytes().repeat(i as usize % 5), Some(u64::from(i) + 1)));
+    }
+    records
+}
+
+fn dir_in(tmp: &tempfile::TempDir, name: &str) -> PathBuf {
+    tmp.path().join(name)
+}
+
+/// Imports the edge records into a new 4-partition directory.
+fn source_dir(tmp: &tempfile::TempDir) -> (PathBuf, Records) {
+    let input = dir_in(tmp, "source.csv");
+    write_csv(&input, &edge_records());
+    let dir = dir_in(tmp, "source");
+    ok(&[&"import", &"--data", &dir, &"--partitions", &"4", &input]);
+    let expected: Records = edge_records().into_iter().map(|(k, v, c)| (k, (v, c.unwrap_or(1)))).collect();
+    assert_eq!(records(&dir), expected);
+    (dir, expected)
+}
+
+#[test]
+fn export_then_import_reproduces_keys_values_and_counters_in_every_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (source, expected) = source_dir(&tmp);
+    let cases = [
+        ("csv", "hex", "out.csv"),
+        ("csv", "base64", "out.csv.gz"),
+        ("tsv", "hex", "out.tsv.zst"),
+        ("tsv", "base64", "out.tsv"),
+        ("jsonl", "hex", "out.jsonl"),
+        ("jsonl", "base64", "out.jsonl.zst"),
+        ("bin", "hex", "out.bin"),
+        ("bin", "hex", "out.bin.gz"),
+    ];
+    for (n, (format, encoding, name)) in cases.iter().enumerate() {
+        let file = tmp.path().join(format!("{n}-{name}"));
+        ok(&[&"export", &"--data", &source, &"--format", format, &"--encoding", encoding, &"--out", &file]);
+        let copy = dir_in(&tmp, &format!("copy-{n}"));
+        // The format from the file's name.
+        ok(&[&"import", &"--data", &copy, &"--partitions", &"3", &"--encoding", encoding, &file]);
+        assert_eq!(records(&copy), expected, "{format} {encoding} {name}");
+    }
+}
+
+#[test]
+fn standard_input_is_read_with_the_format_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = dir_in(&tmp, "d");
+    let mut child = Command::new(EXE)
+        .args(["import", "--format", "tsv", "--partitions", "2", "--data"])
+        .arg(&dir)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"6b\t76\n6c\t\t4\r\n").unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let expected = Records::from([(b"k".to_vec(), (b"v".to_vec(), 1)), (b"l".to_vec(), (Vec::new(), 4))]);
+    assert_eq!(records(&dir), expected);
+}
+
+#[test]
+fn duplicates_follow_the_policy_within_the_input_and_against_the_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = tmp.path().join("first.csv");
+    write_csv(&first, &[(b"a".to_vec(), b"1".to_vec(), None), (b"b".to_vec(), b"1".to_vec(), Some(5))]);
+    // `a` again in the input, `b` present in the directory, `c` new and repeated.
+    let second = tmp.path().join("second.csv");
+    write_csv(
+        &second,
+        &[
+            (b"a".to_vec(), b"2".to_vec(), None),
+            (b"b".to_vec(), b"2".to_vec(), None),
+            (b"c".to_vec(), b"1".to_vec(), None),
+            (b"c".to_vec(), b"2".to_vec(), Some(9)),
+            (b"a".to_vec(), b"3".to_vec(), None),
+        ],
+    );
+    let start = |name: &str| {
+        let dir = dir_in(&tmp, name);
+        ok(&[&"import", &"--data", &dir, &"--partitions", &"2", &first]);
+        dir
+    };
+    let r = |pairs: &[(&[u8], &[u8], u64)]| -> Records {
+        pairs.iter().map(|(k, v, c)| (k.to_vec(), (v.to_vec(), *c))).collect()
+    };
+
+    let dir = start("last-wins");
+    let out = ok(&[&"import", &"--data", &dir, &second, &"--json"]);
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((summary["inserted"].as_u64(), summary["updated"].as_u64()), (Some(1), Some(4)));
+    // Each later record is an update: counter max(old + 1, given).
+    assert_eq!(records(&dir), r(&[(b"a", b"3", 3), (b"b", b"2", 6), (b"c", b"2", 9)]));
+
+    let dir = start("keep");
+    ok(&[&"import", &"--data", &dir, &second, &"--on-duplicate", &"keep"]);
+    assert_eq!(records(&dir), r(&[(b"a", b"1", 1), (b"b", b"1", 5), (b"c", b"1", 1)]));
+
+    let dir = start("error");
+    let before = snapshot(&dir);
+    let err = fails(&[&"import", &"--data", &dir, &second, &"--on-duplicate", &"error"]);
+    let at = second.display();
+    assert!(
+        err.contains(&format!(
+            "{at}: line 2: duplicate key under --on-duplicate error (it is already in the directory)"
+        )),
+        "{err}"
+    );
+    assert_eq!(snapshot(&dir), before, "a refused import leaves the directory as it was");
+    // Within the input alone.
+    let third = tmp.path().join("third.csv");
+    write_csv(&third, &[(b"x".to_vec(), b"1".to_vec(), None), (b"x".to_vec(), b"2".to_vec(), None)]);
+    let err = fails(&[&"import", &"--data", &dir, &third, &"--on-duplicate", &"error"]);
+    let at = third.display();
+    assert!(
+        err.contains(&format!("{at}: line 3: duplicate key under --on-duplicate error (first at {at}: line 2)")),
+        "{err}"
+    );
+    assert_eq!(snapshot(&dir), before);
+    assert!(ok(&[&"check", &"--data", &dir]).contains("ok"));
+}
+
+/// The bytes of every file of a directory but its lock.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name() != "shardlite.lock")
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap_or_default()))
+        .collect()
+}
+
+#[test]
+fn bad_input_is_refused_with_where_and_what_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, expected) = source_dir(&tmp);
+    let before = snapshot(&dir);
+    let long_key = "ab".repeat(1025);
+    let mut truncated = b"SHLTKV1\n".to_vec();
+    truncated.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'k']);
+    let mut unterminated = b"SHLTKV1\n".to_vec();
+    unterminated.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'k', b'v']);
+    let cases: Vec<(&str, Vec<u8>, String)> = vec![
+        (
+            "short.csv",
+            b"6b,76\n6b6b\n".to_vec(),
+            "line 2: expected 2 or 3 fields (key, value, counter), found 1".into(),
+        ),
+        ("hex.csv", b"6b,7z\n".to_vec(), "line 1: value: bad hex: Invalid character 'z' at position 1".into()),
+        ("odd.tsv", b"6b7\t76\n".to_vec(), "line 1: key: bad hex: an odd number of digits (3)".into()),
+        (
+            "long.csv",
+            format!("6b,76\n{long_key},76\n").into_bytes(),
+            "line 2: key length 1025 is outside 1..=1024 bytes".into(),
+        ),
+        ("empty-key.csv", b",76\n".to_vec(), "line 1: key length 0 is outside 1..=1024 bytes".into()),
+        (
+            "header.csv",
+            b"key,val\n6b,76\n".to_vec(),
+            "line 1: wrong header `key,val`: expected `key,value` or `key,value,counter` (tabs in tsv)".into(),
+        ),
+        ("counter.csv", b"6b,76,x\n".to_vec(), "line 1: counter `x` is not a whole number".into()),
+        ("zero.csv", b"6b,76,0\n".to_vec(), "line 1: import refused: counter 0 is outside 1..=2^63-1".into()),
+        (
+            "json.jsonl",
+            b"{\"key\":\"6b\"}\n".to_vec(),
+            "line 1: not a JSON record: missing field `value` at line 1 column 12".into(),
+        ),
+        (
+            "magic.bin",
+            b"SHLTKV2\n".to_vec(),
+            "byte 0: not a shardlite bin stream: it does not start with `SHLTKV1\\n`".into(),
+        ),
+        ("truncated.bin", truncated, "byte 8: truncated record: 1 of its 2 key and value bytes".into()),
+        ("unterminated.bin", unterminated, "byte 26: the stream ends without its end marker after 1 records".into()),
+    ];
+    for (name, bytes, what) in cases {
+        let input = tmp.path().join(name);
+        std::fs::write(&input, bytes).unwrap();
+        let err = fails(&[&"import", &"--data", &dir, &input]);
+        let expected_line = format!("{}: {what}", input.display());
+        assert!(err.lines().any(|l| l.trim() == expected_line), "{name}: expected `{expected_line}` in:\n{err}");
+        assert_eq!(snapshot(&dir), before, "{name} changed the directory");
+    }
+    // A refused import into a new directory leaves no directory.
+    let new = dir_in(&tmp, "new");
+    fails(&[&"import", &"--data", &new, &tmp.path().join("short.csv")]);
+    assert!(!new.exists());
+    assert_eq!(records(&dir), expected);
+}
+
+#[test]
+fn max_errors_skips_bad_records_into_the_reject_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, b"6b31,76\nzz,76\n6b32,76\n6b33\n6b34,76\n").unwrap();
+    let dir = dir_in(&tmp, "d");
+    let rejects = tmp.path().join("rejects.txt");
+    let err = fails(&[&"import", &"--data", &dir, &input, &"--max-errors", &"1", &"--rejects", &rejects]);
+    assert!(
+        err.contains("line 4: expected 2 or 3 fields (key, value, counter), found 1 (bad record 2 of at most 1)"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+    ok(&[&"import", &"--data", &dir, &"--partitions", &"2", &input, &"--max-errors", &"2", &"--rejects", &rejects]);
+    let at = input.display();
+    assert_eq!(
+        std::fs::read_to_string(&rejects).unwrap(),
+        format!(
+            "{at}: line 2: key: bad hex: Invalid character 'z' at position 0\n\
+             {at}: line 4: expected 2 or 3 fields (key, value, counter), found 1\n"
+        )
+    );
+    assert_eq!(records(&dir).len(), 3);
+}
+
+#[test]
+fn kill_9_during_an_import_leaves_a_directory_that_checks_clean_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("big.csv");
+    let records_in: Vec<_> =
+        (0..50_000u32).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec(), None)).collect();
+    write_csv(&input, &records_in);
+    let mut phases = std::collections::BTreeSet::new();
+    for (n, delay_ms) in [30u64, 250, 600].into_iter().enumerate() {
+        let dir = dir_in(&tmp, &format!("d{n}"));
+        ok(&[
+            &"import",
+            &"--data",
+            &dir,
+            &"--partitions",
+            &"16",
+            &tmp.path().join("big.csv"),
+            &"--on-duplicate",
+            &"keep",
+        ]);
+        let before = records(&dir).len();
+        let mut child = Command::new(EXE)
+            .args(["import", "--data"])
+            .arg(&dir)
+            .arg(&input)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill(); // SIGKILL
+        let finished = child.wait().unwrap().success();
+        assert!(ok(&[&"check", &"--data", &dir]).lines().all(|l| l.contains(" ok:")));
+        assert_eq!(records(&dir).len(), before);
+        let pending = dir.join("import.staging").exists();
+        let phase = match (finished, pending) {
+            (true, _) => "finished",
+            (false, true) => "applying",
+            (false, false) => "staging",
+        };
+        phases.insert(phase);
+        if pending {
+            ok(&[&"import", &"--data", &dir, &"--resume"]);
+            assert!(!dir.join("import.staging").exists());
+        }
+        // Every record was imported once, or twice (--resume finishing the second): never a mix.
+        let counters: std::collections::BTreeSet<u64> = records(&dir).values().map(|(_, c)| *c).collect();
+        assert_eq!(counters.len(), 1, "{phase}: {counters:?}");
+        assert!(phase == "staging" || counters.contains(&2), "{phase}: {counters:?}");
+        assert!(!dir.join("import.staging.tmp").exists() || phase == "staging");
+    }
+    eprintln!("phases hit: {phases:?}");
+}
