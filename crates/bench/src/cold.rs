@@ -16,7 +16,7 @@ use std::{
 use serde::Serialize;
 use shardlite_proc::{cgroup::MemoryGroup, evict_page_cache};
 
-use crate::{cost::Cost, device};
+use crate::device;
 
 /// How long the device is read at each concurrency.
 const CEILING_DURATION: Duration = Duration::from_secs(3);
@@ -149,10 +149,11 @@ impl ColdServer {
         })
     }
 
-    /// What a run at `connections` that cost `cost` reports of this server.
-    pub fn report(&self, connections: usize, cost: &Cost) -> ColdReport {
+    /// What a run at `connections` that read the disk `disk_reads_per_sec` times a second
+    /// reports of this server.
+    pub fn report(&self, connections: usize, disk_reads_per_sec: Option<f64>) -> ColdReport {
         let device = self.ceilings.iter().find(|&&(t, _)| t == connections).and_then(|&(_, c)| c);
-        let device_use_pct = device.zip(cost.disk_reads_per_sec).map(|(d, reads)| 100.0 * reads / d.reads_per_sec);
+        let device_use_pct = device.zip(disk_reads_per_sec).map(|(d, reads)| 100.0 * reads / d.reads_per_sec);
         ColdReport {
             limit_bytes: self.limit,
             limited: self.group.is_some(),

@@ -221,7 +221,7 @@ pub async fn run_workloads(
             let result = runner::run(target, local, &opts, &fresh).await;
             next_fresh = fresh.next();
             let mut run = RunReport::new(name, server.clone(), opts, &result, first_fresh, next_fresh);
-            run.cold = local.cold.as_ref().map(|c| c.report(connections, &run.cost));
+            run.cold = local.cold.as_ref().map(|c| c.report(connections, run.cost.disk_reads_per_sec));
             eprintln!("{}", report::summary_line(&run));
             if let Some(line) = report::cold_line(&run) {
                 eprintln!("{line}");

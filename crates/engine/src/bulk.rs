@@ -127,8 +127,7 @@ pub fn load(
     let mut manifest = open_manifest(&layout, create, config)?;
     let hasher = manifest.hasher();
     let created = manifest.clone();
-    let bulk =
-        Config { synchronous: Synchronous::Off, checkpoint_pages: 16_384, cache_size_kib: 16_384, ..config.clone() };
+    let bulk = bulk_config(config);
     // The lock is declared before the partitions, so dropped after them: on success and on
     // failure alike. The loader writes no commit log (its own final checkpoint is durable).
     let Opened { lock, parts, .. } = open_directory(&layout, &bulk, &mut manifest, false, 1, |p, log| {
@@ -165,6 +164,12 @@ pub fn load(
         finish_seconds: finishing.elapsed().as_secs_f64(),
         records_per_sec: appended as f64 / started.elapsed().as_secs_f64(),
     })
+}
+
+/// `config` as a bulk writer runs it: no sync until each partition's final checkpoint, big
+/// checkpoints and caches.
+pub(crate) fn bulk_config(config: &Config) -> Config {
+    Config { synchronous: Synchronous::Off, checkpoint_pages: 16_384, cache_size_kib: 16_384, ..config.clone() }
 }
 
 /// Checks the manifest against `create`, or creates it.

@@ -38,9 +38,9 @@ use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    bulk::{open_manifest, parallel},
+    bulk::{bulk_config, open_manifest, parallel},
     dirlock::DirLock,
-    index::{entry, HashIndex},
+    index::entry,
     layout::{self, Layout},
     manifest::Manifest,
     opening::{open_directory, Opened},
@@ -321,25 +321,24 @@ pub fn resume(dir: &Path, config: &Config, progress: &(dyn Fn(u64, u64) + Sync))
     Ok(Some(summary))
 }
 
-/// One partition during an import.
+/// One partition during an import: its writer connection, and its id counter, record count
+/// and index as recovery left them and the import moves them on.
 struct Part {
     id: u32,
     conn: Connection,
-    index: Option<HashIndex>,
-    next_id: u64,
-    records: u64,
+    state: Recovered,
 }
 
 /// Opens every partition for the import, as the bulk loader does: no commit log, no sync
 /// until each partition's final checkpoint.
 fn open_parts(layout: &Layout, config: &Config, manifest: &mut Manifest) -> Result<Opened<Mutex<Part>>> {
-    let bulk =
-        Config { synchronous: Synchronous::Off, checkpoint_pages: 16_384, cache_size_kib: 16_384, ..config.clone() };
+    let bulk = bulk_config(config);
     let created = manifest.clone();
     let opened = open_directory(layout, &bulk, manifest, false, 1, |p, log| {
         let conn = sql::open_writer(&layout.db(p), &bulk, created.index)?;
-        let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, p, &bulk, &created, log)?;
-        Ok((Mutex::new(Part { id: p, conn, index, next_id, records }), applied, lost))
+        let state = recover(&conn, layout, p, &bulk, &created, log)?;
+        let (applied, lost) = (state.applied, state.lost);
+        Ok((Mutex::new(Part { id: p, conn, state }), applied, lost))
     })?;
     opened.lock.opened()?;
     Ok(opened)
@@ -424,7 +423,7 @@ fn write_part(part: &mut Part, manifest: &Manifest, buf: &[u8], plan: &Plan) -> 
     writes.sort_unstable_by_key(|w| w.order);
     let hasher = manifest.hasher();
     let mut entries = Vec::with_capacity(counts.inserted as usize);
-    let mut id = part.next_id;
+    let mut id = part.state.next_id;
     sql::begin(&part.conn, crate::TxMode::Immediate)?;
     let result = (|| {
         for &KeyWrite { present, counter, key, value, .. } in &writes {
@@ -438,7 +437,7 @@ fn write_part(part: &mut Part, manifest: &Manifest, buf: &[u8], plan: &Plan) -> 
                 }
             }
         }
-        sql::write_meta(&part.conn, id, part.records + counts.inserted, None)?;
+        sql::write_meta(&part.conn, id, part.state.records + counts.inserted, None)?;
         sql::set_meta_value(&part.conn, IMPORT_ID, plan.id)?;
         sql::commit(&part.conn)
     })();
@@ -446,11 +445,11 @@ fn write_part(part: &mut Part, manifest: &Manifest, buf: &[u8], plan: &Plan) -> 
         sql::rollback(&part.conn);
         return Err(e);
     }
-    part.next_id = id;
-    part.records += counts.inserted;
-    if let Some(index) = &part.index {
+    part.state.next_id = id;
+    part.state.records += counts.inserted;
+    if let Some(index) = &part.state.index {
         entries.sort_unstable();
-        index.bulk_merge(entries, part.next_id - 1)?;
+        index.bulk_merge(entries, part.state.next_id - 1)?;
     }
     sql::set_synchronous(&part.conn, Synchronous::Full)?;
     sql::checkpoint_truncate(&part.conn)?;
@@ -530,10 +529,10 @@ fn find(
     key: &[u8],
     candidates: &mut Vec<u32>,
 ) -> Result<Option<(u32, u64)>> {
-    if part.records == 0 {
+    if part.state.records == 0 {
         return Ok(None);
     }
-    match (mode, &part.index) {
+    match (mode, &part.state.index) {
         (IndexMode::Hash, Some(index)) => {
             index.candidates(hasher.locate(key).fingerprint, candidates)?;
             for &id in candidates.iter() {
