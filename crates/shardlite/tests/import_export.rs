@@ -224,7 +224,7 @@ fn bad_input_is_refused_with_where_and_what_and_changes_nothing() {
             b"6b,76\n6b6b\n".to_vec(),
             "line 2: expected 2 or 3 fields (key, value, counter), found 1".into(),
         ),
-        ("hex.csv", b"6b,7z\n".to_vec(), "line 1: value: bad hex: Invalid character 'z' at position 1".into()),
+        ("hex.csv", b"6b,7z\n".to_vec(), "line 1: value: bad hex: invalid character 'z' at position 1".into()),
         ("odd.tsv", b"6b7\t76\n".to_vec(), "line 1: key: bad hex: an odd number of digits (3)".into()),
         (
             "long.csv",
@@ -285,7 +285,7 @@ fn max_errors_skips_bad_records_into_the_reject_file() {
     assert_eq!(
         std::fs::read_to_string(&rejects).unwrap(),
         format!(
-            "{at}: line 2: key: bad hex: Invalid character 'z' at position 0\n\
+            "{at}: line 2: key: bad hex: invalid character 'z' at position 0\n\
              {at}: line 4: expected 2 or 3 fields (key, value, counter), found 1\n"
         )
     );

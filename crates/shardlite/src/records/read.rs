@@ -116,13 +116,15 @@ fn fields(
     key: &mut Vec<u8>,
     value: &mut Vec<u8>,
 ) -> Result<Option<u64>, String> {
-    let parts: Vec<&[u8]> = line.splitn(4, |&b| b == sep).collect();
-    if !(2..=3).contains(&parts.len()) {
-        return Err(format!("expected 2 or 3 fields (key, value, counter), found {}", parts.len()));
-    }
-    decode(parts[0], encoding, key).map_err(|e| format!("key: {e}"))?;
-    decode(parts[1], encoding, value).map_err(|e| format!("value: {e}"))?;
-    parts.get(2).map(|c| counter(c)).transpose()
+    let mut parts = line.splitn(4, |&b| b == sep);
+    let found: [Option<&[u8]>; 4] = std::array::from_fn(|_| parts.next());
+    let [Some(key_field), Some(value_field), counter_field, None] = found else {
+        let count = found.iter().flatten().count();
+        return Err(format!("expected 2 or 3 fields (key, value, counter), found {count}"));
+    };
+    decode(key_field, encoding, key).map_err(|e| format!("key: {e}"))?;
+    decode(value_field, encoding, value).map_err(|e| format!("value: {e}"))?;
+    counter_field.map(counter).transpose()
 }
 
 fn counter(field: &[u8]) -> Result<u64, String> {
@@ -157,7 +159,7 @@ fn decode(field: &[u8], encoding: Encoding, out: &mut Vec<u8>) -> Result<(), Str
                 return Err(format!("bad hex: an odd number of digits ({})", field.len()));
             }
             out.resize(field.len() / 2, 0);
-            hex::decode_to_slice(field, out).map_err(|e| format!("bad hex: {e}"))
+            const_hex::decode_to_slice(field, out).map_err(|e| format!("bad hex: {e}"))
         }
         Encoding::Base64 => {
             out.clear();

@@ -128,7 +128,7 @@ fn encode(bytes: &[u8], encoding: Encoding, out: &mut Vec<u8>) {
         Encoding::Hex => {
             let start = out.len();
             out.resize(start + bytes.len() * 2, 0);
-            hex::encode_to_slice(bytes, &mut out[start..]).expect("the buffer is twice the input");
+            const_hex::encode_to_slice(bytes, &mut out[start..]).expect("the buffer is twice the input");
         }
         Encoding::Base64 => {
             let mut text = String::new();
