@@ -14,6 +14,8 @@ pub enum Route {
     Batch,
     /// `/keys`: GET, HEAD.
     Keys,
+    /// `/export`: GET.
+    Export,
     /// `/healthz`: GET, HEAD; no auth, no storage work.
     Healthz,
     /// `/stats`: GET, HEAD.
@@ -34,6 +36,7 @@ impl Route {
             "/healthz" => Route::Healthz,
             "/batch" => Route::Batch,
             "/keys" => Route::Keys,
+            "/export" => Route::Export,
             "/stats" => Route::Stats,
             "/metrics" => Route::Metrics,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
@@ -47,6 +50,7 @@ impl Route {
             Route::Kv => "/kv/{key}",
             Route::Batch => "/batch",
             Route::Keys => "/keys",
+            Route::Export => "/export",
             Route::Healthz => "/healthz",
             Route::Stats => "/stats",
             Route::Metrics => "/metrics",
@@ -61,6 +65,7 @@ impl Route {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
             Route::Batch => (*method == Method::POST, "POST"),
+            Route::Export => (*method == Method::GET, "GET"),
             Route::Healthz | Route::Stats | Route::Metrics | Route::Keys => {
                 (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
             }

@@ -41,7 +41,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
 }
 
 /// The store's figures from a running server's `/stats`.
-fn fetch(url: &str, token: Option<&str>) -> anyhow::Result<StoreStats> {
+pub fn fetch(url: &str, token: Option<&str>) -> anyhow::Result<StoreStats> {
     #[derive(serde::Deserialize)]
     struct Document {
         store: StoreStats,

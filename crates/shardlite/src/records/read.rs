@@ -6,12 +6,7 @@ use base64::Engine;
 
 use super::{Encoding, Format};
 
-/// The `bin` format's first 8 bytes.
-pub const BIN_MAGIC: &[u8; 8] = b"SHLTKV1\n";
-/// The key length that marks the end of a `bin` stream (a record count follows).
-pub const BIN_END: u32 = u32::MAX;
-/// Bytes of a `bin` record's header: key length u32, value length u32, counter u64.
-pub const BIN_HEADER: usize = 16;
+use shardlite_engine::bin_format::{END as BIN_END, HEADER as BIN_HEADER, MAGIC as BIN_MAGIC};
 
 /// One record read.
 #[derive(Debug)]
