@@ -60,6 +60,17 @@ impl SqliteBackend {
     }
 }
 
+/// The store's partition count, if `partition` is one of them; else a `BadQuery` naming them.
+fn existing(store: &Store, partition: u32) -> BackendResult<u32> {
+    let partitions = store.manifest().partitions;
+    match partition < partitions {
+        true => Ok(partitions),
+        false => Err(BackendError::BadQuery(format!(
+            "partition {partition} does not exist: the partitions are 0..{partitions}"
+        ))),
+    }
+}
+
 impl Backend for SqliteBackend {
     fn name(&self) -> &'static str {
         "sqlite"
@@ -87,11 +98,7 @@ impl Backend for SqliteBackend {
     fn export(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
         let store = Arc::clone(&self.store);
         Box::pin(async move {
-            let partitions = store.manifest().partitions;
-            if partition >= partitions {
-                let message = format!("partition {partition} does not exist: the partitions are 0..{partitions}");
-                return Err(BackendError::BadQuery(message));
-            }
+            let partitions = existing(&store, partition)?;
             let (sender, chunks) = tokio::sync::mpsc::channel(EXPORT_AHEAD);
             tokio::task::spawn_blocking(move || Self::stream_partition(&store, partition, &sender));
             Ok(Export { partitions, chunks })
@@ -101,11 +108,7 @@ impl Backend for SqliteBackend {
     fn keys(&self, partition: u32, after: u64, limit: usize) -> BoxFuture<'_, BackendResult<KeyPage>> {
         let store = Arc::clone(&self.store);
         Box::pin(async move {
-            let partitions = store.manifest().partitions;
-            if partition >= partitions {
-                let message = format!("partition {partition} does not exist: the partitions are 0..{partitions}");
-                return Err(BackendError::BadQuery(message));
-            }
+            let partitions = existing(&store, partition)?;
             // One more than asked for says whether the partition goes on.
             let read = move || {
                 let mut keys = Vec::with_capacity(limit + 1);
