@@ -64,8 +64,24 @@ struct ExportSummary {
     records_per_sec: f64,
 }
 
-/// Runs `shardlite export`.
+/// Runs `shardlite export`. Standard output closed early by its reader (`export | head`) ends
+/// the export quietly, as it does any Unix filter.
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
+    let to_stdout = args.out.is_none();
+    match export(args) {
+        Err(e) if to_stdout && broken_pipe(&e) => Ok(()),
+        result => result,
+    }
+}
+
+/// Whether `e` comes from writing to a pipe nobody reads any more.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn export(args: ExportArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let format = args.format.or_else(|| args.out.as_deref().and_then(Format::of_name)).unwrap_or(Format::Csv);
     let mut out = RecordWriter::create(args.out.as_deref(), format, args.encoding)?;
@@ -76,14 +92,23 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
             let partitions = chosen(args.partition, &store.stats())?;
             let bar = progress::records("exported", total(&store.stats(), &partitions));
             for &p in &partitions {
-                store.scan(p, 0, u64::MAX, true, |r| {
-                    out.record(r.key, r.value, r.version.counter).map_err(|e| shardlite_engine::Error::Io {
-                        path: args.out.clone().unwrap_or_else(|| "-".into()),
-                        message: e.to_string(),
-                    })?;
-                    bar.inc(1);
-                    Ok(())
-                })?;
+                // The writer's own error, kept whole (the scan only hears that it must stop).
+                let mut failed = None;
+                let scanned =
+                    store.scan(p, 0, u64::MAX, true, |r| match out.record(r.key, r.value, r.version.counter) {
+                        Ok(()) => {
+                            bar.inc(1);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            failed = Some(e);
+                            Err(shardlite_engine::Error::Closed)
+                        }
+                    });
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                scanned?;
             }
             bar.finish_and_clear();
             store.close();

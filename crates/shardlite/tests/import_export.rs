@@ -345,3 +345,31 @@ fn kill_9_during_an_import_leaves_a_directory_that_checks_clean_and_resumes() {
     }
     eprintln!("phases hit: {phases:?}");
 }
+
+#[test]
+fn export_into_a_closed_pipe_ends_quietly_and_a_failed_one_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    ok(&[&"load", &"--data", &data, &"--records", &"20000", &"--partitions", &"4"]);
+    // `export | head -c 100`: the reader goes away after 100 bytes.
+    let mut child = Command::new(EXE)
+        .args([OsStr::new("export"), OsStr::new("--data"), data.as_os_str()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 100];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(first.starts_with(b"key,value,counter\n"));
+
+    // A partition that does not exist fails the export after the file was started.
+    let file = dir.path().join("all.csv");
+    let err = fails(&[&"export", &"--data", &data, &"--partition", &"9", &"--out", &file]);
+    assert!(err.contains("--partition 9: the directory has partitions 0..4"), "{err}");
+    assert!(!file.exists());
+    assert!(!dir.path().join("all.csv.partial").exists());
+}

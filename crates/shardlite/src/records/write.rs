@@ -59,7 +59,7 @@ impl RecordWriter {
                 let mut partial = path.as_os_str().to_owned();
                 partial.push(".partial");
                 let partial = PathBuf::from(partial);
-                let file = File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
+                let file = File::create(&partial).with_context(|| format!("creating {}", path.display()))?;
                 (Box::new(file.try_clone()?), Some(Output { file, partial, done: path.to_owned(), renamed: false }))
             }
             None => (Box::new(std::io::stdout().lock()), None),
