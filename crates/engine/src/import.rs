@@ -6,21 +6,26 @@
 //!  apply ── fsync runs, write import.toml, open DIR (lock, recovery)
 //!        ── --on-duplicate error: resolve every partition, read-only; a duplicate refuses all
 //!        ── rename .tmp -> DIR/import.staging, fsync DIR                  (the commit point)
-//!        ── per partition, on 2 threads: one transaction (records + meta import_id),
-//!           index merge, checkpoint (synchronous = full)
+//!        ── per partition, on 2 threads, per bucket of its share: one transaction
+//!           (records + meta progress), checkpoint; then index merge, checkpoint (full)
 //!        ── remove DIR/import.staging
 //! ```
 //!
+//! A partition's share is applied a bucket at a time, so an import's memory stays bounded
+//! whatever the share's size: a share bigger than [`bucket_bytes`] is split by a hash of the
+//! key into buckets of about that size (every record of a key lands in the same bucket, so
+//! duplicates are resolved within it), each applied in one transaction.
+//!
 //! Before the commit point an interruption leaves the directory's records as they were (a
-//! leftover `.tmp` is removed by the next import). After it, each partition holds either none
-//! or all of its share of the import, and its `meta` row `import_id` says which import it has
-//! applied: [`resume`] applies the staged import to the partitions that lack it. Until then the
-//! directory opens and checks clean, holding the import in some of its partitions.
+//! leftover `.tmp` is removed by the next import). After it, each partition's `meta` says how far
+//! it got: `import_id` once it holds all of its share, before that `import_partial` (the
+//! import's id) and `import_buckets` (the buckets applied). [`resume`] applies the rest of the
+//! staged import. Until then the directory opens and checks clean, holding part of the import.
 //!
 //! Duplicates, in input order: a key already present (in the directory or earlier in the
 //! input) is replaced (`last-wins`: an update, its counter `max(old + 1, given)`), kept
 //! (`keep`), or refused (`error`). A new key gets the counter the input gives, else 1.
-//! RAM: one partition's share of the input at a time per thread.
+//! RAM: one bucket at a time per thread (a quarter of the memory budget over the threads).
 
 use std::{
     collections::HashMap,
@@ -87,6 +92,8 @@ pub struct ImportSummary {
     pub kept: u64,
     /// Partitions that applied the import in this run.
     pub partitions: u32,
+    /// Transactions that applied it: a bucket of a partition's share each.
+    pub buckets: u64,
     /// Seconds spent reading and staging the input.
     pub parse_seconds: f64,
     /// Seconds spent applying it (transactions, index merges, checkpoints).
@@ -113,10 +120,19 @@ struct Plan {
     policy: OnDuplicate,
     records: u64,
     sources: Vec<Source>,
+    /// [`bucket_bytes`] when the import was staged: a resumed import splits its runs into the
+    /// same buckets, whatever its own memory budget (0, in plans written before buckets: one
+    /// transaction a partition, which [`resume`] redoes whole).
+    #[serde(default)]
+    bucket_bytes: u64,
 }
 
 /// The name of the `meta` row saying which import a partition has applied.
 const IMPORT_ID: &str = "import_id";
+/// The name of the `meta` row naming the import a partition has applied part of.
+const IMPORT_PARTIAL: &str = "import_partial";
+/// The name of the `meta` row counting the buckets of `import_partial` applied.
+const IMPORT_BUCKETS: &str = "import_buckets";
 /// Bytes before a staged record's key: key length u16, value length u32, counter u64 (0:
 /// none), source u32, position u64; all little-endian.
 const RUN_HEADER: usize = 2 + 4 + 8 + 4 + 8;
@@ -132,6 +148,8 @@ pub struct Importer {
     sources: Vec<Source>,
     runs: Vec<Option<BufWriter<File>>>,
     records: u64,
+    /// [`bucket_bytes`] of this import.
+    bucket_bytes: u64,
     created_dir: bool,
     committed: bool,
     started: Instant,
@@ -155,7 +173,9 @@ impl Importer {
             fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
             (Manifest::new(create), created)
         };
+        let bucket_bytes = bucket_bytes(config, manifest.partitions)?;
         let mut importer = Self {
+            bucket_bytes,
             hasher: manifest.hasher(),
             runs: (0..manifest.partitions).map(|_| None).collect(),
             layout,
@@ -252,7 +272,13 @@ impl Importer {
                 synced.map_err(|e| Error::io(&path, &e))?;
             }
         }
-        let plan = Plan { id: import_id(), policy, records: self.records, sources: std::mem::take(&mut self.sources) };
+        let plan = Plan {
+            id: import_id(),
+            policy,
+            records: self.records,
+            sources: std::mem::take(&mut self.sources),
+            bucket_bytes: self.bucket_bytes,
+        };
         let text = toml::to_string(&plan).map_err(|e| Error::Import(e.to_string()))?;
         layout::replace_file(&Layout::import_plan(&tmp), |f| f.write_all(text.as_bytes()))?;
         self.lock = None; // open_directory takes it again
@@ -264,11 +290,12 @@ impl Importer {
             let found = Mutex::new(Vec::new());
             parallel(parts.len(), |p| {
                 let part = lock(&parts[p]);
-                let buf = read_run(&Layout::import_run(&tmp, p as u32))?;
-                if let Err(duplicate) = resolve(&part, &manifest, &buf, &plan)? {
-                    found.lock().unwrap_or_else(|e| e.into_inner()).push(duplicate);
-                }
-                Ok(())
+                for_each_bucket(&tmp, p as u32, &manifest.hasher(), plan.bucket_bytes, 0, |_, _, buf| {
+                    if let Err(duplicate) = resolve(&part, &manifest, buf, &plan)? {
+                        found.lock().unwrap_or_else(|e| e.into_inner()).push(duplicate);
+                    }
+                    Ok(())
+                })
             })?;
             let first = found.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().min_by_key(|d| d.at.order());
             if let Some(duplicate) = first {
@@ -345,6 +372,7 @@ fn open_parts(layout: &Layout, config: &Config, manifest: &mut Manifest) -> Resu
 }
 
 /// Applies the staged import to each partition that has not yet, then removes the staging.
+/// `progress(done, total)` hears of every bucket applied, in bytes of the staged runs.
 fn apply_staged(
     layout: &Layout,
     manifest: &Manifest,
@@ -354,33 +382,147 @@ fn apply_staged(
 ) -> Result<ImportSummary> {
     let staging = layout.import_staging();
     let parts = &opened.parts;
-    let (inserted, updated, kept, done, applied) =
-        (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    // Plans from before buckets: the whole share in one transaction, as then.
+    let bucket = match plan.bucket_bytes {
+        0 => u64::MAX,
+        bytes => bytes,
+    };
+    let total: u64 = (0..parts.len() as u32).map(|p| run_bytes(&Layout::import_run(&staging, p))).sum();
+    let counts = Mutex::new(Counts::default());
+    let (done, applied) = (AtomicU64::new(0), AtomicU64::new(0));
     parallel(parts.len(), |p| {
         let mut part = lock(&parts[p]);
-        let buf = read_run(&Layout::import_run(&staging, p as u32))?;
-        if !buf.is_empty() && sql::meta_value(&part.conn, IMPORT_ID)? != Some(plan.id) {
-            let counts = write_part(&mut part, manifest, &buf, plan)?;
-            inserted.fetch_add(counts.inserted, Ordering::Relaxed);
-            updated.fetch_add(counts.updated, Ordering::Relaxed);
-            kept.fetch_add(counts.kept, Ordering::Relaxed);
+        let run = Layout::import_run(&staging, p as u32);
+        let bytes = run_bytes(&run);
+        if bytes > 0 && sql::meta_value(&part.conn, IMPORT_ID)? != Some(plan.id) {
+            let share = apply_share(&mut part, &staging, manifest, plan, bucket, &|b, buckets| {
+                progress(done.load(Ordering::Relaxed) + bytes * u64::from(b) / u64::from(buckets), total);
+            })?;
+            counts.lock().unwrap_or_else(|e| e.into_inner()).add(&share);
             applied.fetch_add(1, Ordering::Relaxed);
         }
-        let records = run_records(&buf).count() as u64;
-        progress(done.fetch_add(records, Ordering::Relaxed) + records, plan.records);
+        progress(done.fetch_add(bytes, Ordering::Relaxed) + bytes, total);
         Ok(())
     })?;
     drop(opened);
     remove_dir_if_present(&staging)?;
     layout::sync_dir(&staging).map_err(|e| Error::io(layout.dir(), &e))?;
+    let Counts { inserted, updated, kept, buckets } = counts.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(ImportSummary {
         records: plan.records,
-        inserted: inserted.into_inner(),
-        updated: updated.into_inner(),
-        kept: kept.into_inner(),
+        inserted,
+        updated,
+        kept,
         partitions: applied.into_inner() as u32,
+        buckets,
         ..ImportSummary::default()
     })
+}
+
+/// Applies the buckets of a partition's share it lacks, one transaction each, then merges its
+/// index once and checkpoints durably. `bucket_done(b, buckets)` hears of each bucket applied.
+fn apply_share(
+    part: &mut Part,
+    staging: &Path,
+    manifest: &Manifest,
+    plan: &Plan,
+    bucket: u64,
+    bucket_done: &dyn Fn(u32, u32),
+) -> Result<Counts> {
+    let applied = match sql::meta_value(&part.conn, IMPORT_PARTIAL)? == Some(plan.id) {
+        true => sql::meta_value(&part.conn, IMPORT_BUCKETS)?.unwrap_or(0) as u32,
+        false => 0,
+    };
+    let mut counts = Counts::default();
+    let mut entries = Vec::new();
+    for_each_bucket(staging, part.id, &manifest.hasher(), bucket, applied, |b, buckets, buf| {
+        counts.add(&write_bucket(part, manifest, buf, plan, (b + 1, buckets), &mut entries)?);
+        if b + 1 < buckets {
+            // Each bucket's pages leave the WAL before the next: it never holds the whole share.
+            sql::checkpoint_truncate(&part.conn)?;
+        }
+        bucket_done(b + 1, buckets);
+        Ok(())
+    })?;
+    if let Some(index) = &part.state.index {
+        entries.sort_unstable();
+        index.bulk_merge(entries, part.state.next_id - 1)?;
+    }
+    sql::set_synchronous(&part.conn, Synchronous::Full)?;
+    sql::checkpoint_truncate(&part.conn)?;
+    Ok(counts)
+}
+
+/// Bytes of a partition's share applied in one transaction at most: a quarter of the memory
+/// budget over the import's threads (a bucket's records, its map of keys and its index entries
+/// are held at once), at least 1 MiB.
+pub fn bucket_bytes(config: &Config, partitions: u32) -> Result<u64> {
+    let budget = crate::memory::MemoryPlan::new(config, partitions)?.budget;
+    Ok((budget / 4 / crate::bulk::THREADS as u64).max(1 << 20))
+}
+
+/// Calls `f(b, buckets, records)` with the staged records of partition `p`'s buckets from
+/// `skip` on, in bucket order: the whole run as one bucket if it is at most `bucket` bytes,
+/// else the run split by a hash of the key into buckets of about that size (scratch files in
+/// `staging`, each removed once applied). Nothing if the partition got no records.
+fn for_each_bucket(
+    staging: &Path,
+    p: u32,
+    hasher: &KeyHasher,
+    bucket: u64,
+    skip: u32,
+    mut f: impl FnMut(u32, u32, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let run = Layout::import_run(staging, p);
+    let bytes = run_bytes(&run);
+    if bytes == 0 {
+        return Ok(());
+    }
+    let buckets =
+        u32::try_from(bytes.div_ceil(bucket)).map_err(|_| Error::Import("a staged run is too large".into()))?;
+    if buckets == 1 {
+        return f(0, 1, &read_run(&run)?);
+    }
+    split_run(&run, staging, p, hasher, buckets)?;
+    for b in 0..buckets {
+        let path = Layout::import_bucket(staging, p, b);
+        if b >= skip {
+            f(b, buckets, &read_run(&path)?)?;
+        }
+        fs::remove_file(&path).map_err(|e| Error::io(&path, &e))?;
+    }
+    Ok(())
+}
+
+/// Splits a run into `buckets` files by a hash of each record's key, in one sequential pass.
+fn split_run(run: &Path, staging: &Path, p: u32, hasher: &KeyHasher, buckets: u32) -> Result<()> {
+    let mut input = std::io::BufReader::with_capacity(1 << 20, File::open(run).map_err(|e| Error::io(run, &e))?);
+    let mut outputs = (0..buckets)
+        .map(|b| {
+            let path = Layout::import_bucket(staging, p, b);
+            File::create(&path).map(|f| BufWriter::with_capacity(256 << 10, f)).map_err(|e| Error::io(&path, &e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut header = [0u8; RUN_HEADER];
+    let mut body = Vec::new();
+    loop {
+        match input.read_exact(&mut header) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(Error::io(run, &e)),
+        }
+        let klen = u16::from_le_bytes([header[0], header[1]]) as usize;
+        let vlen = u32::from_le_bytes([header[2], header[3], header[4], header[5]]) as usize;
+        body.resize(klen + vlen, 0);
+        input.read_exact(&mut body).map_err(|e| Error::io(run, &e))?;
+        let b = hasher.locate(&body[..klen]).fingerprint % buckets;
+        let out = &mut outputs[b as usize];
+        out.write_all(&header).and_then(|()| out.write_all(&body)).map_err(|e| Error::io(run, &e))?;
+    }
+    for out in &mut outputs {
+        out.flush().map_err(|e| Error::io(run, &e))?;
+    }
+    Ok(())
 }
 
 /// How a partition's share of the import changes it.
@@ -389,6 +531,16 @@ struct Counts {
     inserted: u64,
     updated: u64,
     kept: u64,
+    buckets: u64,
+}
+
+impl Counts {
+    fn add(&mut self, other: &Counts) {
+        self.inserted += other.inserted;
+        self.updated += other.updated;
+        self.kept += other.kept;
+        self.buckets += other.buckets;
+    }
 }
 
 /// The writes a partition's share comes to: each key's final state.
@@ -416,13 +568,20 @@ struct RunRecord<'a> {
     origin: Origin,
 }
 
-/// Writes a partition's share in one transaction that also records the import's id, then
-/// merges its index once and checkpoints durably.
-fn write_part(part: &mut Part, manifest: &Manifest, buf: &[u8], plan: &Plan) -> Result<Counts> {
+/// Writes a bucket of a partition's share in one transaction that also records how far the
+/// partition got (bucket `done` of `buckets`: the last one records the import's id); adds the
+/// index entries of the records it inserts to `entries`.
+fn write_bucket(
+    part: &mut Part,
+    manifest: &Manifest,
+    buf: &[u8],
+    plan: &Plan,
+    (done, buckets): (u32, u32),
+    entries: &mut Vec<u64>,
+) -> Result<Counts> {
     let Resolution { mut writes, counts } = resolve(part, manifest, buf, plan)?.map_err(|d| d.error(&plan.sources))?;
     writes.sort_unstable_by_key(|w| w.order);
     let hasher = manifest.hasher();
-    let mut entries = Vec::with_capacity(counts.inserted as usize);
     let mut id = part.state.next_id;
     sql::begin(&part.conn, crate::TxMode::Immediate)?;
     let result = (|| {
@@ -439,7 +598,12 @@ fn write_part(part: &mut Part, manifest: &Manifest, buf: &[u8], plan: &Plan) -> 
             }
         }
         sql::write_meta(&part.conn, id, part.state.records + counts.inserted, None)?;
-        sql::set_meta_value(&part.conn, IMPORT_ID, plan.id)?;
+        if done == buckets {
+            sql::set_meta_value(&part.conn, IMPORT_ID, plan.id)?;
+        } else {
+            sql::set_meta_value(&part.conn, IMPORT_PARTIAL, plan.id)?;
+            sql::set_meta_value(&part.conn, IMPORT_BUCKETS, i64::from(done))?;
+        }
         sql::commit(&part.conn)
     })();
     if let Err(e) = result {
@@ -448,12 +612,6 @@ fn write_part(part: &mut Part, manifest: &Manifest, buf: &[u8], plan: &Plan) -> 
     }
     part.state.next_id = id;
     part.state.records += counts.inserted;
-    if let Some(index) = &part.state.index {
-        entries.sort_unstable();
-        index.bulk_merge(entries, part.state.next_id - 1)?;
-    }
-    sql::set_synchronous(&part.conn, Synchronous::Full)?;
-    sql::checkpoint_truncate(&part.conn)?;
     Ok(counts)
 }
 
@@ -522,6 +680,7 @@ fn resolve<'a>(
         })
         .collect();
     counts.inserted = writes.iter().filter(|w| w.present.is_none()).count() as u64;
+    counts.buckets = 1;
     Ok(Ok(Resolution { writes, counts }))
 }
 
@@ -612,6 +771,11 @@ fn run_records(buf: &[u8]) -> impl Iterator<Item = Result<RunRecord<'_>>> {
             origin: Origin { source, position },
         }))
     })
+}
+
+/// A run file's size (0 if the partition got no records).
+fn run_bytes(path: &Path) -> u64 {
+    fs::metadata(path).map_or(0, |m| m.len())
 }
 
 /// A run file's bytes (empty if the partition got no records).

@@ -119,6 +119,12 @@ impl Layout {
         staging.join(format!("p{p:04}.run"))
     }
 
+    /// Bucket `b` of partition `p`'s run, split off it to be applied on its own (scratch: made
+    /// again from the run whenever needed).
+    pub fn import_bucket(staging: &Path, p: u32, b: u32) -> PathBuf {
+        staging.join(format!("p{p:04}.b{b:04}"))
+    }
+
     /// The commit log's segments, `(sequence, path)` in sequence order.
     pub fn log_segments(&self) -> Result<Vec<(u64, PathBuf)>> {
         let entries = match fs::read_dir(&self.dir) {

@@ -61,6 +61,11 @@ pub struct ImportArgs {
     /// Index mode of a new directory (default hash; an existing one keeps its own).
     #[arg(long)]
     pub index: Option<IndexMode>,
+    /// Memory the import may use, MiB (default: as `serve`'s: a quarter of the RAM, or of a
+    /// container's limit): a partition's share is applied in buckets of a quarter of it over
+    /// the import's two threads.
+    #[arg(long)]
+    pub memory_budget_mib: Option<u64>,
     /// Print a one-line JSON summary instead of text.
     #[arg(long)]
     pub json: bool,
@@ -68,17 +73,18 @@ pub struct ImportArgs {
 
 /// Runs `shardlite import`.
 pub fn run(args: ImportArgs) -> anyhow::Result<()> {
-    let applying = progress::records("applied", 0);
+    let applying = progress::bytes("applied", 0);
+    let config = Config { memory_budget_mib: args.memory_budget_mib, ..Config::default() };
     let progress = |done: u64, total: u64| {
         applying.set_length(total);
         applying.set_position(done);
     };
     let summary = if args.resume {
-        import::resume(&args.data, &Config::default(), &progress)?
+        import::resume(&args.data, &config, &progress)?
             .with_context(|| format!("no interrupted import is pending in {}", args.data.display()))?
     } else {
         let create = CreateOptions { partitions: args.partitions, index: args.index, ..CreateOptions::default() };
-        let mut importer = Importer::begin(&args.data, &create, &Config::default())
+        let mut importer = Importer::begin(&args.data, &create, &config)
             .with_context(|| format!("importing into {}", args.data.display()))?;
         stage(&args, &mut importer)?;
         importer

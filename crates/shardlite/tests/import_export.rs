@@ -294,29 +294,36 @@ fn max_errors_skips_bad_records_into_the_reject_file() {
 
 #[test]
 fn kill_9_during_an_import_leaves_a_directory_that_checks_clean_and_resumes() {
+    kill_9_during_imports(&["--partitions", "16"]);
+}
+
+/// As above, with one partition whose share is applied in buckets (a budget of 8 MiB: buckets
+/// of 1 MiB, 2 of them here), so a kill may land between two buckets of a partition.
+#[test]
+fn kill_9_between_the_buckets_of_a_partition_resumes_with_the_rest() {
+    kill_9_during_imports(&["--partitions", "1", "--memory-budget-mib", "8"]);
+}
+
+/// Imports 50,000 records, then imports them again (updates), killed with SIGKILL after a few
+/// delays: the directory checks clean, and after `--resume` every record was updated once.
+fn kill_9_during_imports(create: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("big.csv");
     let records_in: Vec<_> =
         (0..50_000u32).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec(), None)).collect();
     write_csv(&input, &records_in);
     let mut phases = std::collections::BTreeSet::new();
-    for (n, delay_ms) in [30u64, 250, 600].into_iter().enumerate() {
+    for (n, delay_ms) in [30u64, 250, 400, 600].into_iter().enumerate() {
         let dir = dir_in(&tmp, &format!("d{n}"));
-        ok(&[
-            &"import",
-            &"--data",
-            &dir,
-            &"--partitions",
-            &"16",
-            &tmp.path().join("big.csv"),
-            &"--on-duplicate",
-            &"keep",
-        ]);
+        let mut first: Vec<&dyn AsRef<OsStr>> = vec![&"import", &"--data", &dir, &input, &"--on-duplicate", &"keep"];
+        first.extend(create.iter().map(|a| a as &dyn AsRef<OsStr>));
+        ok(&first);
         let before = records(&dir).len();
         let mut child = Command::new(EXE)
             .args(["import", "--data"])
             .arg(&dir)
             .arg(&input)
+            .args(create.iter().skip_while(|a| **a != "--memory-budget-mib"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -344,6 +351,59 @@ fn kill_9_during_an_import_leaves_a_directory_that_checks_clean_and_resumes() {
         assert!(!dir.join("import.staging.tmp").exists() || phase == "staging");
     }
     eprintln!("phases hit: {phases:?}");
+}
+
+/// A partition's share bigger than the import's bucket (8 MiB budget: 1 MiB buckets) is applied
+/// bucket by bucket: duplicates within the input and against the directory follow the policy
+/// exactly as in one transaction, and `--on-duplicate error` names the input's first duplicate.
+#[test]
+fn a_share_bigger_than_the_memory_budget_allows_is_applied_in_buckets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = dir_in(&tmp, "d");
+    let key = |i: u32| format!("key-{i:08}").into_bytes();
+    let first: Vec<_> = (0..40_000u32).map(|i| (key(i), vec![1; 32], None)).collect();
+    write_csv(&tmp.path().join("first.csv"), &first);
+    let budget: [&dyn AsRef<OsStr>; 2] = [&"--memory-budget-mib", &"8"];
+    let import = |extra: &[&dyn AsRef<OsStr>]| {
+        let mut args: Vec<&dyn AsRef<OsStr>> = vec![&"import", &"--data", &dir, &"--partitions", &"1", &"--json"];
+        args.extend_from_slice(&budget);
+        args.extend_from_slice(extra);
+        serde_json::from_str::<serde_json::Value>(&ok(&args)).unwrap()
+    };
+    let summary = import(&[&tmp.path().join("first.csv")]);
+    assert_eq!((summary["partitions"].as_u64(), summary["buckets"].as_u64()), (Some(1), Some(3)));
+    // Every third key again (an update), each key of 40,000..60,000 twice (insert, then update).
+    let mut second: Vec<_> = (0..40_000u32).step_by(3).map(|i| (key(i), vec![2; 32], None)).collect();
+    second.extend((40_000..60_000u32).map(|i| (key(i), vec![3; 32], None)));
+    second.extend((40_000..60_000u32).map(|i| (key(i), vec![4; 32], Some(7))));
+    write_csv(&tmp.path().join("second.csv"), &second);
+    let summary = import(&[&tmp.path().join("second.csv")]);
+    assert_eq!((summary["inserted"].as_u64(), summary["updated"].as_u64()), (Some(20_000), Some(13_334 + 20_000)));
+    let mut expected: Records = (0..40_000u32).map(|i| (key(i), (vec![1; 32], 1))).collect();
+    for i in (0..40_000u32).step_by(3) {
+        expected.insert(key(i), (vec![2; 32], 2));
+    }
+    for i in 40_000..60_000u32 {
+        expected.insert(key(i), (vec![4; 32], 7));
+    }
+    assert_eq!(records(&dir), expected);
+    assert!(ok(&[&"check", &"--data", &dir]).lines().all(|l| l.contains(" ok:")));
+
+    // Two duplicates in the input, far apart (so in different buckets, most likely): the first is named.
+    let mut third: Vec<_> = (100_000..160_000u32).map(|i| (key(i), vec![5; 32], None)).collect();
+    third.insert(30_000, (key(100_007), vec![6; 32], None));
+    third.push((key(159_000), vec![6; 32], None));
+    let path = tmp.path().join("third.csv");
+    write_csv(&path, &third);
+    let mut args: Vec<&dyn AsRef<OsStr>> = vec![&"import", &"--data", &dir, &path, &"--on-duplicate", &"error"];
+    args.extend_from_slice(&budget);
+    let err = fails(&args);
+    let at = path.display();
+    assert!(
+        err.contains(&format!("{at}: line 30002: duplicate key under --on-duplicate error (first at {at}: line 9)")),
+        "{err}"
+    );
+    assert_eq!(records(&dir), expected);
 }
 
 #[test]
