@@ -138,6 +138,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         )
     }
 
+    /// Why the backend cannot serve everything now (a poisoned partition, still opening),
+    /// for `/readyz`; `None`: ready. Asked at every probe: must be cheap.
+    fn unready(&self) -> Option<String> {
+        None
+    }
+
     /// The backend's figures now, for `/stats` and `/metrics`.
     fn figures(&self) -> BoxFuture<'_, BackendResult<Figures>>;
 

@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use shardlite_engine::Store;
 use tokio::{
     net::TcpListener,
-    sync::{OwnedSemaphorePermit, Semaphore},
+    sync::{Notify, OwnedSemaphorePermit, Semaphore},
 };
 
 use crate::{backend::Backend, options::ServerOptions, service::handle, sqlite::SqliteBackend, state::State};
@@ -41,15 +41,39 @@ pub async fn run(
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    run_reloading(listener, backend, options, Reload::default(), shutdown).await
+}
+
+/// Asks a running server to re-read its token file (what SIGHUP does to `shardlite serve`).
+/// Cheap to clone; a request made while the server is busy reloading is not lost.
+#[derive(Debug, Clone, Default)]
+pub struct Reload(Arc<Notify>);
+
+impl Reload {
+    /// Asks for a reload.
+    pub fn request(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// [`run`], re-reading what can be re-read whenever `reload` is requested.
+pub async fn run_reloading(
+    listener: TcpListener,
+    backend: Arc<dyn Backend>,
+    options: ServerOptions,
+    reload: Reload,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let connections = Arc::new(Semaphore::new(options.max_connections));
     let grace = options.shutdown_grace;
-    let state = Arc::new(State::new(Arc::clone(&backend), options));
+    let state = Arc::new(State::new(Arc::clone(&backend), options).map_err(std::io::Error::other)?);
     let builder = http_builder(&state.options);
     let graceful = GracefulShutdown::new();
     let (max_connections, auth, name) = (state.options.max_connections, state.auth.enabled(), backend.name());
     tracing::info!(%addr, max_connections, auth, backend = name, "serving");
 
+    let reloading = tokio::spawn(reload_on_request(reload, Arc::clone(&state)));
     tokio::pin!(shutdown);
     loop {
         // Wait for a free connection slot before accepting, so excess clients wait in the
@@ -92,7 +116,9 @@ pub async fn run(
         });
     }
 
+    state.closing.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(listener);
+    reloading.abort();
     let open = graceful.count();
     tracing::info!(connections = open, grace_ms = grace.as_millis() as u64, "shutting down: no longer accepting");
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
@@ -101,6 +127,17 @@ pub async fn run(
     backend.close().await;
     tracing::info!("shutdown complete: queued writes committed, backend closed");
     Ok(())
+}
+
+/// Re-reads the token file at each request for it; a bad file keeps the tokens in force.
+async fn reload_on_request(reload: Reload, state: Arc<State>) {
+    loop {
+        reload.0.notified().await;
+        match state.auth.reload() {
+            Ok(()) => tracing::info!("reloaded the token file"),
+            Err(err) => tracing::error!(%err, "reloading the token file failed; the tokens in force stay"),
+        }
+    }
 }
 
 /// The HTTP connection settings: HTTP/1.1 keep-alive (and HTTP/2 with prior knowledge), the

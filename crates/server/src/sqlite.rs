@@ -75,6 +75,11 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn unready(&self) -> Option<String> {
+        let faults = self.store.faults();
+        (!faults.is_empty()).then(|| faults.join("; "))
+    }
+
     fn figures(&self) -> BoxFuture<'_, BackendResult<Figures>> {
         let store = Arc::clone(&self.store);
         Box::pin(async move {

@@ -13,5 +13,6 @@ mod limits;
 mod model;
 mod observability;
 mod overload;
+mod readiness;
 mod shutdown;
 mod versions;
