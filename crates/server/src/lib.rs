@@ -47,6 +47,7 @@ pub mod sqlite;
 mod starting;
 mod state;
 mod stats;
+pub mod tls;
 
 pub use backend::{Backend, BackendError, BackendResult, BoxFuture, KeyPage};
 /// The `POST /batch` body decoder, exposed for the fuzz targets (`fuzz/`) only.

@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use crate::auth::TokenSource;
+use crate::{auth::TokenSource, tls::TlsFiles};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +23,15 @@ pub struct ServerOptions {
     /// re-read on SIGHUP.
     #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub auth_token_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM; re-read on SIGHUP). Needs --tls-key.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by these CAs (PEM): mutual TLS.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub tls_client_ca: Option<PathBuf>,
     /// Connections served at once.
     // The server stops accepting while this many are open (the kernel's backlog holds the
     // rest), so memory and file descriptors stay bounded.
@@ -60,6 +69,9 @@ impl Default for ServerOptions {
         Self {
             auth_token: None,
             auth_token_file: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
@@ -72,6 +84,19 @@ impl Default for ServerOptions {
 }
 
 impl ServerOptions {
+    /// The TLS files, if the server speaks TLS; an error for a partial set.
+    pub fn tls_files(&self) -> Result<Option<TlsFiles>, String> {
+        match (&self.tls_cert, &self.tls_key, &self.tls_client_ca) {
+            (Some(cert), Some(key), client_ca) => {
+                Ok(Some(TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: client_ca.clone() }))
+            }
+            (None, None, None) => Ok(None),
+            (Some(_), None, _) => Err("tls_cert needs tls_key".into()),
+            (None, Some(_), _) => Err("tls_key needs tls_cert".into()),
+            (None, None, Some(_)) => Err("tls_client_ca needs tls_cert and tls_key".into()),
+        }
+    }
+
     /// Where the bearer tokens come from: the file if one is named, else the one token.
     pub fn token_source(&self) -> TokenSource {
         match (&self.auth_token_file, &self.auth_token) {

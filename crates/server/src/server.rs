@@ -1,22 +1,26 @@
-//! [`run`]: the accept loop, the connection cap, the HTTP/1 and HTTP/2 connections with their
-//! timeouts, and the orderly shutdown: stop accepting, let in-flight requests finish (up to the
-//! grace period), then close the backend (SQLite: commit every queued write and checkpoint).
+//! [`run`]: the accept loop, the connection cap, the HTTP/1 and HTTP/2 connections (over TLS if
+//! configured) with their timeouts, reloading the token and TLS files on request, and the
+//! orderly shutdown: stop accepting, let in-flight requests finish (up to the grace period),
+//! then close the backend (SQLite: commit every queued write and checkpoint).
 
 use std::{convert::Infallible, future::Future, sync::Arc, time::Duration};
 
 use hyper::service::service_fn;
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::{conn::auto, graceful::GracefulShutdown},
+    server::{
+        conn::auto,
+        graceful::{GracefulShutdown, Watcher},
+    },
 };
 use prometheus_client::metrics::gauge::Gauge;
 use shardlite_engine::Store;
 use tokio::{
-    net::TcpListener,
+    net::{TcpListener, TcpStream},
     sync::{Notify, OwnedSemaphorePermit, Semaphore},
 };
 
-use crate::{backend::Backend, options::ServerOptions, service::handle, sqlite::SqliteBackend, state::State};
+use crate::{backend::Backend, options::ServerOptions, service::handle, sqlite::SqliteBackend, state::State, tls::Tls};
 
 /// After a failed `accept` (say, out of file descriptors), wait this long before the next.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -44,7 +48,8 @@ pub async fn run(
     run_reloading(listener, backend, options, Reload::default(), shutdown).await
 }
 
-/// Asks a running server to re-read its token file (what SIGHUP does to `shardlite serve`).
+/// Asks a running server to re-read its token file and TLS files (what SIGHUP does to
+/// `shardlite serve`).
 /// Cheap to clone; a request made while the server is busy reloading is not lost.
 #[derive(Debug, Clone, Default)]
 pub struct Reload(Arc<Notify>);
@@ -68,7 +73,7 @@ pub async fn run_reloading(
     let connections = Arc::new(Semaphore::new(options.max_connections));
     let grace = options.shutdown_grace;
     let state = Arc::new(State::new(Arc::clone(&backend), options).map_err(std::io::Error::other)?);
-    let builder = http_builder(&state.options);
+    let builder = Arc::new(http_builder(&state.options));
     let graceful = GracefulShutdown::new();
     let (max_connections, auth, name) = (state.options.max_connections, state.auth.enabled(), backend.name());
     tracing::info!(%addr, max_connections, auth, backend = name, "serving");
@@ -101,19 +106,7 @@ pub async fn run_reloading(
             tracing::debug!(%err, "set_nodelay failed");
         }
         let open = Open::new(state.metrics.connections().clone(), permit);
-        let state = Arc::clone(&state);
-        let service = service_fn(move |req| {
-            let state = Arc::clone(&state);
-            async move { Ok::<_, Infallible>(handle(state, req).await) }
-        });
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned());
-        tokio::spawn(async move {
-            if let Err(err) = conn.await {
-                // Clients that vanish or send garbage end up here: worth a debug line, no more.
-                tracing::debug!(%err, "connection ended with an error");
-            }
-            drop(open);
-        });
+        tokio::spawn(serve_connection(Arc::clone(&state), Arc::clone(&builder), graceful.watcher(), stream, open));
     }
 
     state.closing.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -129,13 +122,50 @@ pub async fn run_reloading(
     Ok(())
 }
 
-/// Re-reads the token file at each request for it; a bad file keeps the tokens in force.
+/// Serves one connection until it ends: the TLS handshake first if the server speaks TLS
+/// (within the header timeout), then HTTP/1.1 or HTTP/2.
+async fn serve_connection(
+    state: Arc<State>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    watcher: Watcher,
+    stream: TcpStream,
+    open: Open,
+) {
+    let service = {
+        let state = Arc::clone(&state);
+        service_fn(move |req| {
+            let state = Arc::clone(&state);
+            async move { Ok::<_, Infallible>(handle(state, req).await) }
+        })
+    };
+    let ended = match &state.tls {
+        None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
+        Some(tls) => match tokio::time::timeout(state.options.header_timeout, tls.acceptor().accept(stream)).await {
+            Ok(Ok(stream)) => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
+            Ok(Err(err)) => return tracing::debug!(%err, "TLS handshake failed"),
+            Err(_) => return tracing::debug!("TLS handshake timed out"),
+        },
+    };
+    if let Err(err) = ended {
+        // Clients that vanish or send garbage end up here: worth a debug line, no more.
+        tracing::debug!(%err, "connection ended with an error");
+    }
+    drop(open);
+}
+
+/// Re-reads the token file and the TLS files at each request for it; files that do not load
+/// leave what is in force as it was.
 async fn reload_on_request(reload: Reload, state: Arc<State>) {
     loop {
         reload.0.notified().await;
         match state.auth.reload() {
             Ok(()) => tracing::info!("reloaded the token file"),
             Err(err) => tracing::error!(%err, "reloading the token file failed; the tokens in force stay"),
+        }
+        match state.tls.as_ref().map(Tls::reload) {
+            None => {}
+            Some(Ok(())) => tracing::info!("reloaded the TLS certificate"),
+            Some(Err(err)) => tracing::error!(%err, "reloading the TLS files failed; the certificate in force stays"),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::{
     time::Instant,
 };
 
-use crate::{auth::Auth, backend::Backend, metrics::Metrics, options::ServerOptions};
+use crate::{auth::Auth, backend::Backend, metrics::Metrics, options::ServerOptions, tls::Tls};
 
 /// What every request handler shares.
 #[derive(Debug)]
@@ -16,6 +16,8 @@ pub struct State {
     pub options: ServerOptions,
     /// The bearer tokens and their roles.
     pub auth: Auth,
+    /// TLS, if the server speaks it.
+    pub tls: Option<Tls>,
     /// The request metrics.
     pub metrics: Metrics,
     /// When the server started.
@@ -25,10 +27,12 @@ pub struct State {
 }
 
 impl State {
-    /// The state of a server of `backend`; fails if the token file cannot be read.
+    /// The state of a server of `backend`; fails if the token file or the TLS files cannot be
+    /// read.
     pub fn new(backend: Arc<dyn Backend>, options: ServerOptions) -> Result<Self, String> {
         Ok(Self {
             auth: Auth::new(options.token_source())?,
+            tls: options.tls_files()?.map(Tls::load).transpose()?,
             metrics: Metrics::default(),
             backend,
             options,

@@ -46,6 +46,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 /// the storage opens, then the storage; until a shutdown signal, or until opening failed.
 async fn serve(listener: std::net::TcpListener, settings: Settings) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
+    let scheme = if settings.server.tls_cert.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let starting = Starting::new(settings.engine.max_value);
     let (reload, failed) = (Reload::default(), Arc::new(Notify::new()));
@@ -70,7 +71,7 @@ async fn serve(listener: std::net::TcpListener, settings: Settings) -> anyhow::R
                 starting.ready(backend);
                 // The bound address on stdout (also with `--listen 127.0.0.1:0`), for scripts
                 // and the bench: once the storage is open and requests are served.
-                println!("listening on http://{addr}");
+                println!("listening on {scheme}://{addr}");
                 tracing::info!(%addr, "ready: the storage is open");
             }
             Err(err) => {

@@ -244,10 +244,14 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         server.auth_token.is_none() || server.auth_token_file.is_none(),
         "give auth_token or auth_token_file, not both"
     );
+    server.tls_files().map_err(anyhow::Error::msg)?;
+    // Client certificates authenticate too: only holders of one signed by the CA connect.
+    let authenticated = server.token_source() != TokenSource::None || server.tls_client_ca.is_some();
     anyhow::ensure!(
-        serve.listen.ip().is_loopback() || server.token_source() != TokenSource::None || serve.insecure_no_auth,
+        serve.listen.ip().is_loopback() || authenticated || serve.insecure_no_auth,
         "refusing to listen on {} (not a loopback address) without a token: give --auth-token-file FILE \
-         (or SHARDLITE_AUTH_TOKEN), or --insecure-no-auth to serve every route to the network",
+         (or SHARDLITE_AUTH_TOKEN, or --tls-client-ca), or --insecure-no-auth to serve every route to the \
+         network",
         serve.listen
     );
     let storage = storage(stored, &create)?;
@@ -617,6 +621,10 @@ mod tests {
         assert!(open.serve.insecure_no_auth);
         let s = parse(&["--data", "d", "--listen", "10.0.0.1:8080", "--auth-token-file", "/etc/tokens"]).unwrap();
         assert_eq!(s.server.token_source(), TokenSource::File(PathBuf::from("/etc/tokens")));
+        let mtls = ["--tls-cert", "c", "--tls-key", "k", "--tls-client-ca", "ca", "--listen", "0.0.0.0:8443"];
+        assert!(parse(&[&["--data", "d"][..], &mtls].concat()).is_ok(), "client certificates authenticate");
+        let err = parse(&["--data", "d", "--tls-cert", "c"]).unwrap_err();
+        assert!(err.to_string().contains("tls_key"), "{err}");
         let err = parse(&["--data", "d", "--auth-token-file", "f", "--auth-token", "t"]).unwrap_err();
         assert!(err.to_string().contains("not both"), "{err}");
     }

@@ -136,6 +136,7 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 
 /// An HTTP client that ignores proxy settings and gives up on a request after 30 s.
 pub fn client() -> reqwest::Client {
+    tls_provider();
     reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().unwrap()
 }
 
@@ -173,4 +174,10 @@ pub fn schema_problems(report: &serde_json::Value) -> Vec<String> {
     let schema: serde_json::Value = serde_json::from_str(shardlite_bench::report::SCHEMA).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     validator.iter_errors(report).map(|e| format!("{}: {e}", e.instance_path())).collect()
+}
+
+/// Installs ring as the process's rustls provider, which reqwest (built with
+/// `rustls-no-provider` for `https://` URLs) needs before any client is built.
+pub fn tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

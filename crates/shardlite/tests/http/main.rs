@@ -15,4 +15,5 @@ mod observability;
 mod overload;
 mod readiness;
 mod shutdown;
+mod tls;
 mod versions;
