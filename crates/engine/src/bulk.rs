@@ -310,7 +310,7 @@ fn append<'a>(
                 let id32 = u32::try_from(id).map_err(|_| Error::PartitionFull { partition: *partition })?;
                 let record = &share.bytes[n * record_len..(n + 1) * record_len];
                 let (key, value) = record.split_at(dataset.key_size);
-                insert.append(id32, key, value)?;
+                insert.append(id32, key, 1, value)?;
                 if index.is_some() {
                     entries.push(entry(*fp, id32));
                 }

@@ -426,12 +426,13 @@ fn write_part(part: &mut Part, manifest: &Manifest, buf: &[u8], plan: &Plan) -> 
     let mut id = part.state.next_id;
     sql::begin(&part.conn, crate::TxMode::Immediate)?;
     let result = (|| {
+        let mut insert = sql::Appender::new(&part.conn)?;
         for &KeyWrite { present, counter, key, value, .. } in &writes {
             match present {
                 Some(id) => sql::update(&part.conn, id, counter, value)?,
                 None => {
                     let id32 = u32::try_from(id).map_err(|_| Error::PartitionFull { partition: part.id })?;
-                    sql::insert(&part.conn, id32, key, counter, value)?;
+                    insert.append(id32, key, counter, value)?;
                     entries.push(entry(hasher.locate(key).fingerprint, id32));
                     id += 1;
                 }
@@ -473,7 +474,10 @@ fn resolve<'a>(
         write: Option<(&'a [u8], usize)>,
         set_by: Option<Origin>,
     }
-    let mut slots: HashMap<&[u8], Slot<'a>> = HashMap::new();
+    // Keys are the user's, so the map's hash is seeded (foldhash's `RandomState`), and sized
+    // for the whole share at once.
+    let mut slots: HashMap<&[u8], Slot<'a>, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(run_records(buf).count(), foldhash::fast::RandomState::default());
     let mut counts = Counts::default();
     let mut candidates = Vec::new();
     for (n, record) in run_records(buf).enumerate() {

@@ -109,6 +109,16 @@ pub struct KeyPage {
     pub next: Option<u64>,
 }
 
+/// One partition's records as a `bin` stream (`shardlite_engine::bin_format`), in chunks as
+/// they are read (see [`Backend::export`]).
+#[derive(Debug)]
+pub struct Export {
+    /// The storage's partition count.
+    pub partitions: u32,
+    /// The stream's chunks; it ends after the end marker, or without it if reading failed.
+    pub chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+}
+
 /// Storage as the HTTP server sees it. Implementations must not block the async runtime.
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Which backend this is (`"sqlite"`, `"postgres"`): the `backend` field of `/stats`.
@@ -142,6 +152,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// for `/readyz`; `None`: ready. Asked at every probe: must be cheap.
     fn unready(&self) -> Option<String> {
         None
+    }
+
+    /// Every record of `partition` from one consistent snapshot, streamed as it is read.
+    fn export(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
+        let _ = partition;
+        Box::pin(async move {
+            Err(BackendError::NotImplemented(format!("the {} backend does not export partitions", self.name())))
+        })
     }
 
     /// The backend's figures now, for `/stats` and `/metrics`.

@@ -33,6 +33,7 @@ mod batch;
 mod body;
 mod conditional;
 pub mod error;
+mod export;
 pub mod figures;
 mod key;
 mod keys;

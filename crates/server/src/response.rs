@@ -2,23 +2,50 @@
 //! `Response::new` and direct header inserts rather than `Response::builder()`, which
 //! re-validates every header on the hot path.
 
+use std::{
+    convert::Infallible,
+    pin::Pin,
+    task::{Context, Poll},
+};
+
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{Either, Full};
 use hyper::{
+    body::{Body, Frame},
     header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, ETAG},
     StatusCode,
 };
 use shardlite_engine::Version;
 
-/// Every response the server sends: the whole body is in memory.
-pub type Response = hyper::Response<Full<Bytes>>;
+/// Every response the server sends: the whole body in memory, or (`GET /export`) streamed.
+pub type Response = hyper::Response<Either<Full<Bytes>, Streamed>>;
 
-const OCTET_STREAM: HeaderValue = HeaderValue::from_static("application/octet-stream");
+/// A body sent as it is produced: the chunks of a channel, until its sender is dropped.
+#[derive(Debug)]
+pub struct Streamed(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl Body for Streamed {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}
+
+/// A `200` whose body is the chunks of `chunks`, of the given content type.
+pub fn streamed(content_type: HeaderValue, chunks: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
+    let mut resp = hyper::Response::new(Either::Right(Streamed(chunks)));
+    resp.headers_mut().insert(CONTENT_TYPE, content_type);
+    resp
+}
+
+pub const OCTET_STREAM: HeaderValue = HeaderValue::from_static("application/octet-stream");
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// A response with a status and a body of the given content type.
 pub fn with_body(status: StatusCode, content_type: HeaderValue, body: impl Into<Bytes>) -> Response {
-    let mut resp = hyper::Response::new(Full::new(body.into()));
+    let mut resp = hyper::Response::new(Either::Left(Full::new(body.into())));
     *resp.status_mut() = status;
     resp.headers_mut().insert(CONTENT_TYPE, content_type);
     resp
@@ -31,7 +58,7 @@ pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Response {
 
 /// A response with no body.
 pub fn empty(status: StatusCode) -> Response {
-    let mut resp = hyper::Response::new(Full::new(Bytes::new()));
+    let mut resp = hyper::Response::new(Either::Left(Full::new(Bytes::new())));
     *resp.status_mut() = status;
     resp
 }

@@ -15,6 +15,8 @@ pub enum Route {
     Batch,
     /// `/keys`: GET, HEAD.
     Keys,
+    /// `/export`: GET.
+    Export,
     /// `/healthz`: GET, HEAD; no auth, no storage work: liveness.
     Healthz,
     /// `/readyz`: GET, HEAD; no auth: whether the storage is open and healthy.
@@ -38,6 +40,7 @@ impl Route {
             "/readyz" => Route::Readyz,
             "/batch" => Route::Batch,
             "/keys" => Route::Keys,
+            "/export" => Route::Export,
             "/stats" => Route::Stats,
             "/metrics" => Route::Metrics,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
@@ -51,6 +54,7 @@ impl Route {
             Route::Kv => "/kv/{key}",
             Route::Batch => "/batch",
             Route::Keys => "/keys",
+            Route::Export => "/export",
             Route::Healthz => "/healthz",
             Route::Readyz => "/readyz",
             Route::Stats => "/stats",
@@ -66,7 +70,8 @@ impl Route {
         match self {
             Route::Kv if matches!(*method, Method::GET | Method::HEAD) => Some(Role::Read),
             Route::Kv | Route::Batch => Some(Role::Write),
-            Route::Keys => Some(Role::Read),
+            // Every record of a partition: what reads of each key would give.
+            Route::Keys | Route::Export => Some(Role::Read),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::Unknown => None,
         }
@@ -84,6 +89,7 @@ impl Route {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
             Route::Batch => (*method == Method::POST, "POST"),
+            Route::Export => (*method == Method::GET, "GET"),
             Route::Healthz | Route::Readyz | Route::Stats | Route::Metrics | Route::Keys => {
                 (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
             }
@@ -141,6 +147,7 @@ mod tests {
         assert_eq!(Route::Kv.role(&Method::DELETE), Some(Role::Write));
         assert_eq!(Route::Batch.role(&Method::POST), Some(Role::Write));
         assert_eq!(Route::Keys.role(&Method::GET), Some(Role::Read));
+        assert_eq!(Route::Export.role(&Method::GET), Some(Role::Read));
         assert_eq!(Route::Stats.role(&Method::GET), Some(Role::Metrics));
         assert_eq!(Route::Metrics.role(&Method::GET), Some(Role::Metrics));
         assert_eq!(Route::Healthz.role(&Method::GET), None);

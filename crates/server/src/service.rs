@@ -12,7 +12,7 @@ use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
 use crate::{
     auth, batch,
     error::ApiError,
-    keys, kv,
+    export, keys, kv,
     response::{self, Response},
     routes::{method_label, Route},
     state::State,
@@ -63,6 +63,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         Route::Kv => kv::handle(state, req).await,
         Route::Batch => batch::handle(state, req.into_body()).await,
         Route::Keys => keys::handle(state, req.uri().query()).await,
+        Route::Export => export::handle(state, req.uri().query()).await,
         Route::Stats => stats::handle(state).await,
         Route::Metrics => metrics(state).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),

@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
-use shardlite_engine::{Error as EngineError, Op, Outcome, Record, Store};
+use bytes::Bytes;
+use shardlite_engine::{bin_format, Error as EngineError, Op, Outcome, Record, Store};
 
 use crate::{
-    backend::{Backend, BackendError, BackendResult, BoxFuture, KeyPage},
+    backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
     figures::{Figures, SqliteFigures},
 };
 
@@ -21,6 +22,52 @@ impl SqliteBackend {
     /// Serves `store`.
     pub fn new(store: Arc<Store>) -> Self {
         Self { store }
+    }
+}
+
+/// Bytes of an export's chunk.
+const EXPORT_CHUNK: usize = 256 << 10;
+/// Chunks an export reads ahead of a slow client.
+const EXPORT_AHEAD: usize = 4;
+
+impl SqliteBackend {
+    /// The partition's snapshot, encoded and sent chunk by chunk; ends early (without the end
+    /// marker) if reading fails or the client goes away.
+    fn stream_partition(store: &Store, partition: u32, chunks: &tokio::sync::mpsc::Sender<Bytes>) {
+        let mut chunk = Vec::with_capacity(EXPORT_CHUNK + 4096);
+        chunk.extend_from_slice(bin_format::MAGIC);
+        let mut records = 0u64;
+        let send = |chunk: &mut Vec<u8>| {
+            let full = std::mem::replace(chunk, Vec::with_capacity(EXPORT_CHUNK + 4096));
+            chunks.blocking_send(Bytes::from(full)).map_err(|_| EngineError::Closed)
+        };
+        let read = store.snapshot(partition, |r| {
+            bin_format::put_record(&mut chunk, r.key, r.value, r.version.counter);
+            records += 1;
+            match chunk.len() >= EXPORT_CHUNK {
+                true => send(&mut chunk),
+                false => Ok(()),
+            }
+        });
+        match read {
+            Ok(()) => {
+                bin_format::put_end(&mut chunk, records);
+                let _ = send(&mut chunk);
+            }
+            Err(EngineError::Closed) => {}
+            Err(e) => tracing::warn!(partition, "export stopped after {records} records: {e}"),
+        }
+    }
+}
+
+/// The store's partition count, if `partition` is one of them; else a `BadQuery` naming them.
+fn existing(store: &Store, partition: u32) -> BackendResult<u32> {
+    let partitions = store.manifest().partitions;
+    match partition < partitions {
+        true => Ok(partitions),
+        false => Err(BackendError::BadQuery(format!(
+            "partition {partition} does not exist: the partitions are 0..{partitions}"
+        ))),
     }
 }
 
@@ -48,14 +95,20 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn export(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            let partitions = existing(&store, partition)?;
+            let (sender, chunks) = tokio::sync::mpsc::channel(EXPORT_AHEAD);
+            tokio::task::spawn_blocking(move || Self::stream_partition(&store, partition, &sender));
+            Ok(Export { partitions, chunks })
+        })
+    }
+
     fn keys(&self, partition: u32, after: u64, limit: usize) -> BoxFuture<'_, BackendResult<KeyPage>> {
         let store = Arc::clone(&self.store);
         Box::pin(async move {
-            let partitions = store.manifest().partitions;
-            if partition >= partitions {
-                let message = format!("partition {partition} does not exist: the partitions are 0..{partitions}");
-                return Err(BackendError::BadQuery(message));
-            }
+            let partitions = existing(&store, partition)?;
             // One more than asked for says whether the partition goes on.
             let read = move || {
                 let mut keys = Vec::with_capacity(limit + 1);

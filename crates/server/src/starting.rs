@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use shardlite_engine::{Op, Outcome, Record};
 
 use crate::{
-    backend::{Backend, BackendError, BackendResult, BoxFuture, KeyPage},
+    backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
     figures::Figures,
 };
 
@@ -63,6 +63,10 @@ impl Backend for Starting {
 
     fn keys(&self, partition: u32, after: u64, limit: usize) -> BoxFuture<'_, BackendResult<KeyPage>> {
         Box::pin(async move { self.opened()?.keys(partition, after, limit).await })
+    }
+
+    fn export(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
+        Box::pin(async move { self.opened()?.export(partition).await })
     }
 
     fn unready(&self) -> Option<String> {

@@ -4,10 +4,11 @@
 use std::{
     fs::File,
     io::{BufWriter, Write},
+    ops::Range,
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc,
+        mpsc, Arc,
     },
 };
 
@@ -89,6 +90,8 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
 }
 
 /// Reads every input into the importer; refuses at the first bad record past `--max-errors`.
+/// Each input is parsed on a thread of its own while this one stages what it parsed (hashing
+/// keys to partitions and appending to their runs), in input order.
 fn stage(args: &ImportArgs, importer: &mut Importer) -> anyhow::Result<()> {
     let total: u64 = args.files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
     let raw = Arc::new(AtomicU64::new(0));
@@ -98,31 +101,98 @@ fn stage(args: &ImportArgs, importer: &mut Importer) -> anyhow::Result<()> {
         let format = Format::choose(args.format, path);
         let source =
             importer.add_source(Source { name: path.display().to_string(), unit: read::unit(format).to_owned() });
-        let mut input = records::open_input(path, Arc::clone(&raw))?;
-        let mut each = |parsed: Result<read::Parsed<'_>, Bad>| -> anyhow::Result<()> {
-            let bad = match parsed {
-                Ok(r) => match importer.add(r.key, r.value, r.counter, Origin { source, position: r.position }) {
-                    Ok(()) => None,
-                    Err(e @ (Error::InvalidKey { .. } | Error::ValueTooLarge { .. } | Error::Import(_))) => {
-                        Some((r.position, e.to_string()))
+        let (batches, parsed) = mpsc::sync_channel::<Batch>(PARSED_AHEAD);
+        let staged = std::thread::scope(|scope| {
+            let parser = scope.spawn(|| parse(path, format, args.encoding, Arc::clone(&raw), batches));
+            let staged = parsed.iter().try_for_each(|batch| {
+                batch.items.iter().try_for_each(|item| {
+                    stage_one(importer, &mut rejects, &batch.bytes, item, source)?;
+                    if importer.records().is_multiple_of(65_536) {
+                        reading.set_position(raw.load(Ordering::Relaxed));
                     }
-                    Err(e) => return Err(e.into()),
-                },
-                Err(bad) => Some((bad.position, bad.what)),
-            };
-            if let Some((position, what)) = bad {
-                rejects.add(&importer.locate(Origin { source, position }), &what)?;
-            }
-            if importer.records().is_multiple_of(65_536) {
-                reading.set_position(raw.load(Ordering::Relaxed));
-            }
-            Ok(())
-        };
-        read::read(format, args.encoding, &mut input, &mut each)
-            .with_context(|| format!("reading {}", path.display()))?;
+                    Ok::<_, anyhow::Error>(())
+                })
+            });
+            drop(parsed); // a parser still sending stops
+            let read = parser.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            staged.and(read)
+        });
+        staged.with_context(|| format!("reading {}", path.display()))?;
     }
     reading.finish_and_clear();
     rejects.finish()
+}
+
+/// Batches of parsed records queued between the parser and the stager.
+const PARSED_AHEAD: usize = 8;
+/// Records in a batch.
+const BATCH_RECORDS: usize = 4096;
+
+/// Parsed records, their keys and values in one buffer.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    items: Vec<Item>,
+}
+
+/// A parsed record (its key and value as ranges of its batch's bytes), or a bad one.
+enum Item {
+    Record { key: Range<usize>, value: Range<usize>, counter: Option<u64>, position: u64 },
+    Bad(Bad),
+}
+
+/// Parses the input at `path`, sending its records in batches, in order.
+fn parse(
+    path: &Path,
+    format: Format,
+    encoding: Encoding,
+    raw: Arc<AtomicU64>,
+    batches: mpsc::SyncSender<Batch>,
+) -> anyhow::Result<()> {
+    let mut input = records::open_input(path, raw)?;
+    let mut batch = Batch::default();
+    let stopped = || anyhow::anyhow!("the import stopped");
+    read::read(format, encoding, &mut input, &mut |parsed| {
+        batch.items.push(match parsed {
+            Ok(r) => {
+                let key = batch.bytes.len()..batch.bytes.len() + r.key.len();
+                batch.bytes.extend_from_slice(r.key);
+                let value = key.end..key.end + r.value.len();
+                batch.bytes.extend_from_slice(r.value);
+                Item::Record { key, value, counter: r.counter, position: r.position }
+            }
+            Err(bad) => Item::Bad(bad),
+        });
+        if batch.items.len() == BATCH_RECORDS {
+            batches.send(std::mem::take(&mut batch)).map_err(|_| stopped())?;
+        }
+        Ok(())
+    })?;
+    batches.send(batch).map_err(|_| stopped())
+}
+
+/// Stages one parsed record, or lists a bad one in the rejects.
+fn stage_one(
+    importer: &mut Importer,
+    rejects: &mut Rejects<'_>,
+    bytes: &[u8],
+    item: &Item,
+    source: u32,
+) -> anyhow::Result<()> {
+    let (position, what) = match item {
+        Item::Record { key, value, counter, position } => {
+            let at = Origin { source, position: *position };
+            match importer.add(&bytes[key.clone()], &bytes[value.clone()], *counter, at) {
+                Ok(()) => return Ok(()),
+                Err(e @ (Error::InvalidKey { .. } | Error::ValueTooLarge { .. } | Error::Import(_))) => {
+                    (*position, e.to_string())
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Item::Bad(bad) => (bad.position, bad.what.clone()),
+    };
+    rejects.add(&importer.locate(Origin { source, position }), &what)
 }
 
 /// The bad records skipped so far, and the file listing them.

@@ -32,7 +32,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
         (Some(data), _) => {
             Store::open(data, Config::inspection()).with_context(|| format!("opening {}", data.display()))?.stats()
         }
-        (None, Some(url)) => fetch(url, args.auth_token.as_deref(), args.tls_ca.as_deref())?,
+        (None, Some(url)) => fetch(&client(args.tls_ca.as_deref())?, url, args.auth_token.as_deref())?,
         (None, None) => anyhow::bail!("give --data or --url"),
     };
     if args.json {
@@ -43,8 +43,15 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The store's figures from a running server's `/stats` (over TLS for an `https://` URL).
-fn fetch(url: &str, token: Option<&str>, ca: Option<&std::path::Path>) -> anyhow::Result<StoreStats> {
+/// A client of a running server, `http://` or `https://` (HTTP/2 or HTTP/1.1), trusting the
+/// system's roots and the CAs of the PEM file `ca`.
+pub fn client(ca: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
+    let tls = shardlite_bench::tls::client_config(ca, &[b"h2", b"http/1.1"])?;
+    Ok(reqwest::Client::builder().use_preconfigured_tls(tls).build()?)
+}
+
+/// The store's figures from a running server's `/stats`, through `client`.
+pub fn fetch(client: &reqwest::Client, url: &str, token: Option<&str>) -> anyhow::Result<StoreStats> {
     #[derive(serde::Deserialize)]
     struct Document {
         store: StoreStats,
@@ -52,8 +59,6 @@ fn fetch(url: &str, token: Option<&str>, ca: Option<&std::path::Path>) -> anyhow
     let url = format!("{}/stats", url.trim_end_matches('/'));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
-        let tls = shardlite_bench::tls::client_config(ca, &[b"h2", b"http/1.1"])?;
-        let client = reqwest::Client::builder().use_preconfigured_tls(tls).build()?;
         let mut request = client.get(&url);
         if let Some(token) = token {
             request = request.bearer_auth(token);

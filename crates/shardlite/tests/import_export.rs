@@ -224,7 +224,7 @@ fn bad_input_is_refused_with_where_and_what_and_changes_nothing() {
             b"6b,76\n6b6b\n".to_vec(),
             "line 2: expected 2 or 3 fields (key, value, counter), found 1".into(),
         ),
-        ("hex.csv", b"6b,7z\n".to_vec(), "line 1: value: bad hex: Invalid character 'z' at position 1".into()),
+        ("hex.csv", b"6b,7z\n".to_vec(), "line 1: value: bad hex: invalid character 'z' at position 1".into()),
         ("odd.tsv", b"6b7\t76\n".to_vec(), "line 1: key: bad hex: an odd number of digits (3)".into()),
         (
             "long.csv",
@@ -285,7 +285,7 @@ fn max_errors_skips_bad_records_into_the_reject_file() {
     assert_eq!(
         std::fs::read_to_string(&rejects).unwrap(),
         format!(
-            "{at}: line 2: key: bad hex: Invalid character 'z' at position 0\n\
+            "{at}: line 2: key: bad hex: invalid character 'z' at position 0\n\
              {at}: line 4: expected 2 or 3 fields (key, value, counter), found 1\n"
         )
     );
@@ -344,4 +344,32 @@ fn kill_9_during_an_import_leaves_a_directory_that_checks_clean_and_resumes() {
         assert!(!dir.join("import.staging.tmp").exists() || phase == "staging");
     }
     eprintln!("phases hit: {phases:?}");
+}
+
+#[test]
+fn export_into_a_closed_pipe_ends_quietly_and_a_failed_one_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    ok(&[&"load", &"--data", &data, &"--records", &"20000", &"--partitions", &"4"]);
+    // `export | head -c 100`: the reader goes away after 100 bytes.
+    let mut child = Command::new(EXE)
+        .args([OsStr::new("export"), OsStr::new("--data"), data.as_os_str()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 100];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(first.starts_with(b"key,value,counter\n"));
+
+    // A partition that does not exist fails the export after the file was started.
+    let file = dir.path().join("all.csv");
+    let err = fails(&[&"export", &"--data", &data, &"--partition", &"9", &"--out", &file]);
+    assert!(err.contains("--partition 9: the directory has partitions 0..4"), "{err}");
+    assert!(!file.exists());
+    assert!(!dir.path().join("all.csv.partial").exists());
 }

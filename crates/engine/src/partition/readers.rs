@@ -44,6 +44,12 @@ impl ReadPool {
         f(lent.conn.as_ref().expect("a lent connection"))
     }
 
+    /// A read-only connection of its own, outside the pool's bound: for a scan so long that
+    /// lending it a pooled one would keep lookups waiting.
+    pub fn open_own(&self) -> Result<Connection> {
+        sql::open_reader(&self.path, &self.config)
+    }
+
     fn take(&self) -> Result<Connection> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         loop {

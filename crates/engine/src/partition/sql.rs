@@ -209,18 +209,19 @@ pub fn insert(conn: &Connection, id: u32, key: &[u8], counter: u64, value: &[u8]
     Ok(())
 }
 
-/// Appends many new records (counter 1) through one prepared statement: the bulk loader's path.
+/// Appends many new records through one prepared statement: the bulk loader's and the
+/// import's path.
 pub struct Appender<'c>(rusqlite::CachedStatement<'c>);
 
 impl<'c> Appender<'c> {
     /// Prepares the insert on `conn`.
     pub fn new(conn: &'c Connection) -> Result<Self> {
-        Ok(Self(conn.prepare_cached("INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, 1, ?3)")?))
+        Ok(Self(conn.prepare_cached("INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, ?3, ?4)")?))
     }
 
     /// Appends one record.
-    pub fn append(&mut self, id: u32, key: &[u8], value: &[u8]) -> Result<()> {
-        self.0.execute(params![id, key, value])?;
+    pub fn append(&mut self, id: u32, key: &[u8], counter: u64, value: &[u8]) -> Result<()> {
+        self.0.execute(params![id, key, counter as i64, value])?;
         Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! Reading a partition's records in id order, a page at a time or all of them, each page from
 //! one read transaction (a consistent snapshot that never holds the writer up): the key listing
-//! of the HTTP server and `shardlite export`.
+//! of the HTTP server, `shardlite export` and `GET /export`.
 
 use super::Store;
 use crate::{partition::sql, Error, Result, Version};
@@ -29,15 +29,31 @@ impl Store {
         values: bool,
         mut f: impl FnMut(Scanned<'_>) -> Result<()>,
     ) -> Result<()> {
-        let part = self
-            .shared
-            .partitions
-            .get(partition as usize)
-            .ok_or_else(|| Error::Config(format!("partition {partition} does not exist")))?;
+        let part = self.partition(partition)?;
         part.readers.with(|conn| {
             sql::scan_records(conn, after, limit, values, |id, key, counter, value| {
                 f(Scanned { version: part.version(id, counter), key, value })
             })
         })
+    }
+
+    /// Calls `f` with every record of partition `partition`, values included, in id order,
+    /// all from one read transaction on a connection of the scan's own: a long export keeps
+    /// no pooled reader from lookups. Writers never wait for it; checkpoints cannot restart
+    /// the partition's WAL until it ends, so the WAL grows meanwhile.
+    pub fn snapshot(&self, partition: u32, mut f: impl FnMut(Scanned<'_>) -> Result<()>) -> Result<()> {
+        let part = self.partition(partition)?;
+        let conn = part.readers.open_own()?;
+        sql::scan_records(&conn, 0, u64::MAX, true, |id, key, counter, value| {
+            f(Scanned { version: part.version(id, counter), key, value })
+        })
+    }
+
+    fn partition(&self, partition: u32) -> Result<&crate::partition::Partition> {
+        self.shared
+            .partitions
+            .get(partition as usize)
+            .map(|p| &**p)
+            .ok_or_else(|| Error::Config(format!("partition {partition} does not exist")))
     }
 }

@@ -6,12 +6,7 @@ use base64::Engine;
 
 use super::{Encoding, Format};
 
-/// The `bin` format's first 8 bytes.
-pub const BIN_MAGIC: &[u8; 8] = b"SHLTKV1\n";
-/// The key length that marks the end of a `bin` stream (a record count follows).
-pub const BIN_END: u32 = u32::MAX;
-/// Bytes of a `bin` record's header: key length u32, value length u32, counter u64.
-pub const BIN_HEADER: usize = 16;
+use shardlite_engine::bin_format::{END as BIN_END, HEADER as BIN_HEADER, MAGIC as BIN_MAGIC};
 
 /// One record read.
 #[derive(Debug)]
@@ -116,13 +111,15 @@ fn fields(
     key: &mut Vec<u8>,
     value: &mut Vec<u8>,
 ) -> Result<Option<u64>, String> {
-    let parts: Vec<&[u8]> = line.splitn(4, |&b| b == sep).collect();
-    if !(2..=3).contains(&parts.len()) {
-        return Err(format!("expected 2 or 3 fields (key, value, counter), found {}", parts.len()));
-    }
-    decode(parts[0], encoding, key).map_err(|e| format!("key: {e}"))?;
-    decode(parts[1], encoding, value).map_err(|e| format!("value: {e}"))?;
-    parts.get(2).map(|c| counter(c)).transpose()
+    let mut parts = line.splitn(4, |&b| b == sep);
+    let found: [Option<&[u8]>; 4] = std::array::from_fn(|_| parts.next());
+    let [Some(key_field), Some(value_field), counter_field, None] = found else {
+        let count = found.iter().flatten().count();
+        return Err(format!("expected 2 or 3 fields (key, value, counter), found {count}"));
+    };
+    decode(key_field, encoding, key).map_err(|e| format!("key: {e}"))?;
+    decode(value_field, encoding, value).map_err(|e| format!("value: {e}"))?;
+    counter_field.map(counter).transpose()
 }
 
 fn counter(field: &[u8]) -> Result<u64, String> {
@@ -157,7 +154,7 @@ fn decode(field: &[u8], encoding: Encoding, out: &mut Vec<u8>) -> Result<(), Str
                 return Err(format!("bad hex: an odd number of digits ({})", field.len()));
             }
             out.resize(field.len() / 2, 0);
-            hex::decode_to_slice(field, out).map_err(|e| format!("bad hex: {e}"))
+            const_hex::decode_to_slice(field, out).map_err(|e| format!("bad hex: {e}"))
         }
         Encoding::Base64 => {
             out.clear();

@@ -3,16 +3,15 @@
 use std::{
     fs::File,
     io::{BufWriter, Write},
-    path::Path,
+    path::{Path, PathBuf},
 };
 
 use anyhow::Context;
 use base64::Engine;
 
-use super::{
-    read::{BIN_END, BIN_MAGIC},
-    Compression, Encoding, Format,
-};
+use shardlite_engine::bin_format;
+
+use super::{Compression, Encoding, Format};
 
 /// Where records go: a file (compressed by its name) or standard output.
 enum Sink {
@@ -36,18 +35,32 @@ pub struct RecordWriter {
     format: Format,
     encoding: Encoding,
     sink: Sink,
-    file: Option<File>,
+    /// The file being written, its name while written (`NAME.partial`) and its name once done.
+    file: Option<Output>,
     records: u64,
     line: Vec<u8>,
 }
 
+/// A file being written under a temporary name, renamed once complete: a failed or
+/// interrupted export never leaves a file that looks whole.
+struct Output {
+    file: File,
+    partial: PathBuf,
+    done: PathBuf,
+    renamed: bool,
+}
+
 impl RecordWriter {
-    /// Starts a file at `path` (`None`: standard output) and writes its header.
+    /// Starts a file at `path` (`None`: standard output) and writes its header; the file
+    /// takes its name when [`RecordWriter::finish`] succeeds.
     pub fn create(path: Option<&Path>, format: Format, encoding: Encoding) -> anyhow::Result<Self> {
         let (raw, file): (Box<dyn Write>, _) = match path {
             Some(path) => {
-                let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-                (Box::new(file.try_clone()?), Some(file))
+                let mut partial = path.as_os_str().to_owned();
+                partial.push(".partial");
+                let partial = PathBuf::from(partial);
+                let file = File::create(&partial).with_context(|| format!("creating {}", path.display()))?;
+                (Box::new(file.try_clone()?), Some(Output { file, partial, done: path.to_owned(), renamed: false }))
             }
             None => (Box::new(std::io::stdout().lock()), None),
         };
@@ -62,7 +75,7 @@ impl RecordWriter {
             Format::Csv => writer.sink.out().write_all(b"key,value,counter\n")?,
             Format::Tsv => writer.sink.out().write_all(b"key\tvalue\tcounter\n")?,
             Format::Jsonl => {}
-            Format::Bin => writer.sink.out().write_all(BIN_MAGIC)?,
+            Format::Bin => writer.sink.out().write_all(bin_format::MAGIC)?,
         }
         Ok(writer)
     }
@@ -88,24 +101,18 @@ impl RecordWriter {
                 encode(value, self.encoding, line);
                 line.extend_from_slice(format!("\",\"counter\":{counter}}}\n").as_bytes());
             }
-            Format::Bin => {
-                line.extend_from_slice(&(key.len() as u32).to_le_bytes());
-                line.extend_from_slice(&(value.len() as u32).to_le_bytes());
-                line.extend_from_slice(&counter.to_le_bytes());
-                line.extend_from_slice(key);
-                line.extend_from_slice(value);
-            }
+            Format::Bin => bin_format::put_record(line, key, value, counter),
         }
         self.sink.out().write_all(line)?;
         self.records += 1;
         Ok(())
     }
 
-    /// Writes the end (the `bin` end marker), flushes, and syncs a file to disk.
+    /// Writes the end (the `bin` end marker), flushes, syncs a file to disk and gives it its name.
     pub fn finish(mut self) -> anyhow::Result<u64> {
         if self.format == Format::Bin {
-            let mut end = BIN_END.to_le_bytes().to_vec();
-            end.extend_from_slice(&self.records.to_le_bytes());
+            let mut end = Vec::new();
+            bin_format::put_end(&mut end, self.records);
             self.sink.out().write_all(&end)?;
         }
         let mut buffered = match self.sink {
@@ -115,10 +122,22 @@ impl RecordWriter {
         };
         buffered.flush()?;
         drop(buffered);
-        if let Some(file) = self.file {
-            file.sync_all()?;
+        if let Some(mut output) = self.file.take() {
+            output.file.sync_all()?;
+            std::fs::rename(&output.partial, &output.done)
+                .with_context(|| format!("renaming {} to {}", output.partial.display(), output.done.display()))?;
+            output.renamed = true;
+            shardlite_engine::layout::sync_dir(&output.done)?;
         }
         Ok(self.records)
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if !self.renamed {
+            let _ = std::fs::remove_file(&self.partial);
+        }
     }
 }
 
@@ -128,7 +147,7 @@ fn encode(bytes: &[u8], encoding: Encoding, out: &mut Vec<u8>) {
         Encoding::Hex => {
             let start = out.len();
             out.resize(start + bytes.len() * 2, 0);
-            hex::encode_to_slice(bytes, &mut out[start..]).expect("the buffer is twice the input");
+            const_hex::encode_to_slice(bytes, &mut out[start..]).expect("the buffer is twice the input");
         }
         Encoding::Base64 => {
             let mut text = String::new();

@@ -7,6 +7,7 @@
 mod auth;
 mod batch;
 mod common;
+mod export;
 mod keys;
 mod kv;
 mod limits;
