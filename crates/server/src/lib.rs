@@ -19,13 +19,13 @@
 //! No handler runs SQLite or other blocking work on the async runtime's threads. Modules:
 //! [`backend`] (the storage trait and its error), [`figures`] (what a backend reports),
 //! [`sqlite`] (the engine's backend), `starting` (serving before the storage is open),
-//! [`server`] (accept loop,
-//! limits, shutdown), `service` (one request: route, auth, metrics), `state` (what handlers
-//! share), `kv`, `batch`, `stats` and `metrics` (the routes), `conditional` (If-Match and
-//! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
-//! status and JSON body), [`auth`] (tokens and roles), `response`, [`options`]; the process's figures come from crate
-//! `shardlite-proc`. The backends import no
-//! handler: the handlers render what the backends return.
+//! [`server`] (accept loop, limits, reloads, shutdown), [`tls`] (rustls: certificate, ALPN,
+//! client certificates), `service` (one request: route, token and role, metrics), `state` (what
+//! handlers share), `routes` (paths, methods, roles), `kv`, `batch`, `keys`, `export`, `stats`
+//! and `metrics` (the routes), `conditional` (If-Match and If-None-Match), `key` (hex keys),
+//! `body` (bounded body reads), [`error`] (every error's status and JSON body), [`auth`] (tokens
+//! and roles), `response`, [`options`]; the process's figures come from crate `shardlite-proc`.
+//! The backends import no handler: the handlers render what the backends return.
 
 pub mod auth;
 pub mod backend;

@@ -21,6 +21,8 @@ pub enum Route {
     Healthz,
     /// `/readyz`: GET, HEAD; no auth: whether the storage is open and healthy.
     Readyz,
+    /// `/admin/check`: GET; checks every partition of the running store.
+    AdminCheck,
     /// `/stats`: GET, HEAD.
     Stats,
     /// `/metrics`: GET, HEAD.
@@ -41,6 +43,7 @@ impl Route {
             "/batch" => Route::Batch,
             "/keys" => Route::Keys,
             "/export" => Route::Export,
+            "/admin/check" => Route::AdminCheck,
             "/stats" => Route::Stats,
             "/metrics" => Route::Metrics,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
@@ -57,6 +60,7 @@ impl Route {
             Route::Export => "/export",
             Route::Healthz => "/healthz",
             Route::Readyz => "/readyz",
+            Route::AdminCheck => "/admin/check",
             Route::Stats => "/stats",
             Route::Metrics => "/metrics",
             Route::Unknown => "unknown",
@@ -72,6 +76,7 @@ impl Route {
             Route::Kv | Route::Batch => Some(Role::Write),
             // Every record of a partition: what reads of each key would give.
             Route::Keys | Route::Export => Some(Role::Read),
+            Route::AdminCheck => Some(Role::Admin),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::Unknown => None,
         }
@@ -89,7 +94,7 @@ impl Route {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
             Route::Batch => (*method == Method::POST, "POST"),
-            Route::Export => (*method == Method::GET, "GET"),
+            Route::Export | Route::AdminCheck => (*method == Method::GET, "GET"),
             Route::Healthz | Route::Readyz | Route::Stats | Route::Metrics | Route::Keys => {
                 (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
             }
@@ -148,6 +153,7 @@ mod tests {
         assert_eq!(Route::Batch.role(&Method::POST), Some(Role::Write));
         assert_eq!(Route::Keys.role(&Method::GET), Some(Role::Read));
         assert_eq!(Route::Export.role(&Method::GET), Some(Role::Read));
+        assert_eq!(Route::AdminCheck.role(&Method::GET), Some(Role::Admin));
         assert_eq!(Route::Stats.role(&Method::GET), Some(Role::Metrics));
         assert_eq!(Route::Metrics.role(&Method::GET), Some(Role::Metrics));
         assert_eq!(Route::Healthz.role(&Method::GET), None);

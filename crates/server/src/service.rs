@@ -64,6 +64,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         Route::Batch => batch::handle(state, req.into_body()).await,
         Route::Keys => keys::handle(state, req.uri().query()).await,
         Route::Export => export::handle(state, req.uri().query()).await,
+        Route::AdminCheck => check(state).await,
         Route::Stats => stats::handle(state).await,
         Route::Metrics => metrics(state).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
@@ -82,6 +83,19 @@ fn readiness(state: &State) -> Result<Response, ApiError> {
         Some(reason) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", reason)),
         None => Ok(response::json(StatusCode::OK, br#"{"ready":true}"#.to_vec())),
     }
+}
+
+/// `/admin/check`: every partition's check, `{"reports": [...]}` (what `shardlite check --url`
+/// reads and judges).
+async fn check(state: &State) -> Result<Response, ApiError> {
+    #[derive(serde::Serialize)]
+    struct Reports {
+        reports: Vec<shardlite_engine::PartitionCheck>,
+    }
+    let reports = state.backend.check().await?;
+    let body = serde_json::to_vec(&Reports { reports })
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("check report: {e}")))?;
+    Ok(response::json(StatusCode::OK, body))
 }
 
 /// `/metrics`: the backend's figures (if they come within [`FIGURES_WAIT`]), rendered with the

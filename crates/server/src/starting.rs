@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use shardlite_engine::{Op, Outcome, Record};
+use shardlite_engine::{Op, Outcome, PartitionCheck, Record};
 
 use crate::{
     backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
@@ -67,6 +67,10 @@ impl Backend for Starting {
 
     fn export(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
         Box::pin(async move { self.opened()?.export(partition).await })
+    }
+
+    fn check(&self) -> BoxFuture<'_, BackendResult<Vec<PartitionCheck>>> {
+        Box::pin(async move { self.opened()?.check().await })
     }
 
     fn unready(&self) -> Option<String> {

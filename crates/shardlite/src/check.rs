@@ -1,4 +1,5 @@
-//! `shardlite check --data DIR`: the engine's check of every partition (SQLite `quick_check`, the
+//! `shardlite check --data DIR` (or `--url URL`: a running server's `GET /admin/check`): the
+//! engine's check of every partition (SQLite `quick_check`, the
 //! record count, index <-> data both ways), with a progress bar. Prints the partitions with
 //! findings and a summary line (or, with `--json`, one document), and says what it found in its
 //! exit status: 0 clean, 1 findings, 2 could not run (no such directory, in use by a
@@ -26,8 +27,18 @@ enum Verdict {
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// The data directory (no server may be running on it).
+    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
+    pub data: Option<PathBuf>,
+    /// A running server instead (`GET /admin/check`, a token with the admin role); the writes of
+    /// a partition being checked wait meanwhile.
     #[arg(long)]
-    pub data: PathBuf,
+    pub url: Option<String>,
+    /// The admin token for --url; better in the variable.
+    #[arg(long, requires = "url", env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+    /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub tls_ca: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -53,7 +64,11 @@ struct Report {
 
 /// Runs `shardlite check`; its exit status.
 pub fn run(args: CheckArgs) -> ExitCode {
-    let report = examine(&args.data);
+    let report = match (&args.data, &args.url) {
+        (Some(data), _) => examine(data),
+        (None, Some(url)) => ask(url, args.auth_token.as_deref(), args.tls_ca.as_deref()),
+        (None, None) => refused(Verdict::CouldNotRun, "give --data or --url".into()),
+    };
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(json) => println!("{json}"),
@@ -68,16 +83,54 @@ pub fn run(args: CheckArgs) -> ExitCode {
     ExitCode::from(report.verdict as u8)
 }
 
+/// A report of a check that did not get to the partitions.
+fn refused(verdict: Verdict, error: String) -> Report {
+    Report { verdict, partitions: 0, failed: Vec::new(), records: 0, error: Some(error), reports: Vec::new() }
+}
+
+/// The report of checked partitions.
+fn judged(reports: Vec<PartitionCheck>) -> Report {
+    let failed: Vec<u32> = reports.iter().filter(|r| !r.is_ok()).map(|r| r.partition).collect();
+    Report {
+        verdict: if failed.is_empty() { Verdict::Clean } else { Verdict::Findings },
+        partitions: reports.len(),
+        records: reports.iter().map(|r| r.records).sum(),
+        failed,
+        error: None,
+        reports,
+    }
+}
+
+/// Asks the server at `url` to check its partitions (`GET /admin/check`).
+fn ask(url: &str, token: Option<&str>, ca: Option<&std::path::Path>) -> Report {
+    #[derive(serde::Deserialize)]
+    struct Reports {
+        reports: Vec<PartitionCheck>,
+    }
+    let url = format!("{}/admin/check", url.trim_end_matches('/'));
+    let fetched = (|| -> anyhow::Result<Reports> {
+        let client = crate::stats::client(ca)?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async {
+            let mut request = client.get(&url);
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await?;
+            let status = response.status();
+            let body = response.text().await?;
+            anyhow::ensure!(status.is_success(), "{status}: {body}");
+            Ok(serde_json::from_str(&body)?)
+        })
+    })();
+    match fetched {
+        Ok(fetched) => judged(fetched.reports),
+        Err(err) => refused(Verdict::CouldNotRun, format!("GET {url}: {err:#}")),
+    }
+}
+
 /// Opens the directory and checks every partition.
 fn examine(data: &std::path::Path) -> Report {
-    let refused = |verdict, error: String| Report {
-        verdict,
-        partitions: 0,
-        failed: Vec::new(),
-        records: 0,
-        error: Some(error),
-        reports: Vec::new(),
-    };
     if !data.is_dir() {
         return refused(Verdict::CouldNotRun, format!("{}: no such directory", data.display()));
     }
@@ -105,15 +158,7 @@ fn examine(data: &std::path::Path) -> Report {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let failed: Vec<u32> = reports.iter().filter(|r| !r.is_ok()).map(|r| r.partition).collect();
-    Report {
-        verdict: if failed.is_empty() { Verdict::Clean } else { Verdict::Findings },
-        partitions: reports.len(),
-        records: reports.iter().map(|r| r.records).sum(),
-        failed,
-        error: None,
-        reports,
-    }
+    judged(reports)
 }
 
 /// The partitions with findings, each with its problems indented, then the summary line.

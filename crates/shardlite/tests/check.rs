@@ -1,6 +1,7 @@
 //! `shardlite check`'s exit status and output: 0 and a summary line for a clean directory, 1
 //! naming the damaged partition, 2 when it cannot run (no such directory, a server has it open,
-//! a bad manifest); `--json` carries the same verdict.
+//! a bad manifest, a server refusing the token); `--json` carries the same verdict; `--url`
+//! checks a running server through `GET /admin/check` with an admin token.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -86,4 +87,35 @@ async fn what_keeps_the_check_from_running_exits_2() {
     std::fs::write(&manifest, text).unwrap();
     let (code, _, stderr) = check(&data, false);
     assert!(code == 2 && stderr.contains("manifest"), "a manifest failing its checksum: {code} {stderr}");
+}
+
+#[tokio::test]
+async fn a_running_server_is_checked_with_an_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "admin admin-3f9c1e\nwrite write-8b2d4a\n").unwrap();
+    let server =
+        Server::start(&dir.path().join("data"), &["--partitions", "3", "--auth-token-file", tokens.to_str().unwrap()])
+            .await;
+    for i in 0..20 {
+        let put = common::client().put(server.kv(format!("k{i}").as_bytes())).bearer_auth("write-8b2d4a").body("v");
+        assert_eq!(put.send().await.unwrap().status(), 201);
+    }
+    let live = |token: &'static str| {
+        let url = server.url.clone();
+        tokio::task::spawn_blocking(move || {
+            let out =
+                Command::new(EXE).args(["check", "--url", &url]).env("SHARDLITE_AUTH_TOKEN", token).output().unwrap();
+            (
+                out.status.code().unwrap(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        })
+    };
+    let (code, stdout, stderr) = live("admin-3f9c1e").await.unwrap();
+    assert_eq!((code, stdout.as_str()), (0, "clean: 3 partitions checked, 20 records, no findings\n"), "{stderr}");
+    let (code, _, stderr) = live("write-8b2d4a").await.unwrap();
+    assert!(code == 2 && stderr.contains("403") && stderr.contains("forbidden"), "{code} {stderr}");
+    assert!(server.stop().success());
 }

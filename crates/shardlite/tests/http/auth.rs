@@ -68,7 +68,7 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
     let kv = server.kv(&key(1));
     let batch = r#"{"ops":[{"op":"get","key":"6b31"}]}"#;
     // (method, url, body, the roles allowed)
-    let requests: [(Method, String, &str, &[&str]); 10] = [
+    let requests: [(Method, String, &str, &[&str]); 11] = [
         (Method::GET, kv.clone(), "", &["read", "write"]),
         (Method::HEAD, kv.clone(), "", &["read", "write"]),
         (Method::PUT, kv.clone(), "v", &["write"]),
@@ -77,6 +77,7 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
         (Method::GET, server.at("/keys?partition=0"), "", &["read", "write"]),
         (Method::HEAD, server.at("/keys?partition=0"), "", &["read", "write"]),
         (Method::GET, server.at("/export?partition=0"), "", &["read", "write"]),
+        (Method::GET, server.at("/admin/check"), "", &["admin"]),
         (Method::GET, server.at("/stats"), "", &["metrics"]),
         (Method::GET, server.at("/metrics"), "", &["metrics"]),
     ];
