@@ -70,7 +70,7 @@ for config in ${configs//,/ }; do
   "$bin" load --data "$work/data" --records "$records" --partitions "$parts" --json >/dev/null
   RUST_LOG=warn "$bin" serve --data "$work/data" --listen 127.0.0.1:$port "${flags[@]}" "$@" >/dev/null 2>&1 &
   server=$!
-  for _ in $(seq 300); do curl -sf http://127.0.0.1:$port/healthz >/dev/null && break; sleep 0.1; done
+  for _ in $(seq 300); do curl -sf http://127.0.0.1:$port/readyz >/dev/null && break; sleep 0.1; done
   echo "$label: $parts partitions, $conns connections, ${secs} s each"
   VALUE_SIZE=32 run insert 1 -s "$here/wrk/insert.lua"
   KEYS=$keys VALUE_SIZE=32 run update 1 -s "$here/wrk/update.lua"

@@ -37,7 +37,7 @@ rate() {  # route-name wrk-args...
 for round in $(seq "$rounds"); do
   RUST_LOG=warn "$bin" serve --data "$dir" --listen 127.0.0.1:$port --synchronous full "$@" >/dev/null 2>&1 &
   server=$!
-  for _ in $(seq 300); do curl -sf http://127.0.0.1:$port/healthz >/dev/null && break; sleep 0.1; done
+  for _ in $(seq 300); do curl -sf http://127.0.0.1:$port/readyz >/dev/null && break; sleep 0.1; done
   read -r h h50 h99 herr < <(rate http://127.0.0.1:$port/healthz)
   read -r l l50 l99 lerr < <(HEALTHZ=1 KEYS=$keys rate -s "$here/wrk/get.lua" http://127.0.0.1:$port)
   KEYS=$keys wrk -t2 -c100 -d"${WARMUP:-5}s" -s "$here/wrk/get.lua" http://127.0.0.1:$port >/dev/null

@@ -20,7 +20,7 @@ device=${device:-$(basename "$(df --output=source "$data" | tail -1)")}
 "$here/evict-cache" "$data"
 "$here/with-memory-limit" "$mem" "$bin" serve --data "$data" --listen 127.0.0.1:$port --synchronous full \
   > /tmp/serve-measure.log 2>&1 &
-for _ in $(seq 1 600); do curl -sf http://127.0.0.1:$port/healthz >/dev/null && break; sleep 0.5; done
+for _ in $(seq 1 600); do curl -sf http://127.0.0.1:$port/readyz >/dev/null && break; sleep 0.5; done
 disk() { awk -v d="$device" '$3==d{print $4, $8}' /proc/diskstats; }
 run() {  # name script seconds
   read -r r0 w0 < <(disk)

@@ -31,9 +31,12 @@ const INSERT_NO_INDEX: &str = "insert-noindex";
 pub struct BenchArgs {
     #[command(subcommand)]
     command: Option<BenchCommand>,
-    /// Measure this server (`http://host:port`) instead of spawning one.
+    /// Measure this server (`http://host:port`, or `https://`) instead of spawning one.
     #[arg(long)]
     url: Option<String>,
+    /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
+    #[arg(long, value_name = "FILE", requires = "url")]
+    tls_ca: Option<PathBuf>,
     /// Spawned server: its data directory (default: a temporary one, removed afterwards).
     /// With `--url`: the server's data directory, for the disk's counters.
     #[arg(long)]
@@ -177,7 +180,7 @@ async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
     if let Some(url) = &args.url {
         anyhow::ensure!(no_index.is_empty(), "{INSERT_NO_INDEX} needs a spawned server (no --url)");
         anyhow::ensure!(args.cold.is_none(), "--cold needs a spawned server (no --url)");
-        let target = Target::resolve(url).await?;
+        let target = Target::resolve_trusting(url, args.tls_ca.as_deref()).await?;
         let data_dir = match &args.data {
             Some(d) => Some(d.clone()),
             None if target.is_local() => stats_data_dir(&target).await,

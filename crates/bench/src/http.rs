@@ -1,9 +1,9 @@
-//! The HTTP side of the load generator: the [`Target`] (where the server is) and one HTTP/1.1
-//! keep-alive [`Conn`] on hyper's low-level client, whose connection future the caller's task
+//! The HTTP side of the load generator: the [`Target`] (where the server is, over TLS for an
+//! `https://` URL) and one HTTP/1.1 keep-alive [`Conn`] on hyper's low-level client, whose connection future the caller's task
 //! drives itself (no extra task per connection, no pool: one request in flight per connection).
 //! Also the small GETs of the control path (`/stats`, `/metrics`) on a fresh connection each.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use bytes::Bytes;
@@ -13,13 +13,17 @@ use hyper::{
     header, Method, Request, Uri,
 };
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::tls::{self, Stream};
 
 /// A request body: always whole and of known length, so hyper sends `Content-Length`.
 pub type Body = Full<Bytes>;
 
 /// Where the server is.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Target {
     /// The resolved address.
     pub addr: SocketAddr,
@@ -27,21 +31,51 @@ pub struct Target {
     pub host: String,
     /// Path prefix before `/kv/...`, `/healthz`, ... (the URL's path without a trailing `/`).
     pub prefix: String,
+    /// For an `https://` URL: the connector and the name the certificate must carry.
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        write!(f, "Target({scheme}://{}{})", self.host, self.prefix)
+    }
 }
 
 impl Target {
-    /// Parses and resolves an `http://host:port[/prefix]` URL.
+    /// Parses and resolves an `http://host:port[/prefix]` URL, or an `https://` one whose
+    /// certificate the system's roots trust.
     pub async fn resolve(url: &str) -> anyhow::Result<Self> {
+        Self::resolve_trusting(url, None).await
+    }
+
+    /// [`Target::resolve`], an `https://` server's certificate also trusted if the CAs of the
+    /// PEM file `ca` signed it.
+    pub async fn resolve_trusting(url: &str, ca: Option<&Path>) -> anyhow::Result<Self> {
         let uri: Uri = url.parse().with_context(|| format!("bad URL `{url}`"))?;
-        anyhow::ensure!(uri.scheme_str() == Some("http"), "only http:// URLs are supported: `{url}`");
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => anyhow::bail!("only http:// and https:// URLs are supported: `{url}`"),
+        };
         let authority = uri.authority().with_context(|| format!("no host in `{url}`"))?;
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         let addr = tokio::net::lookup_host((authority.host(), port))
             .await
             .with_context(|| format!("resolving {authority}"))?
             .next()
             .with_context(|| format!("{authority} has no address"))?;
-        Ok(Self { addr, host: authority.to_string(), prefix: uri.path().trim_end_matches('/').to_owned() })
+        let tls = match https {
+            // One request at a time per connection: HTTP/1.1, as over plain TCP.
+            true => {
+                let config = tls::client_config(ca, &[b"http/1.1"])?;
+                let name = ServerName::try_from(authority.host().to_owned())
+                    .with_context(|| format!("`{}` is not a server name", authority.host()))?;
+                Some((TlsConnector::from(Arc::new(config)), name))
+            }
+            false => None,
+        };
+        Ok(Self { addr, host: authority.to_string(), prefix: uri.path().trim_end_matches('/').to_owned(), tls })
     }
 
     /// Whether the server runs on this machine, so its data directory and `/proc` are ours.
@@ -59,10 +93,14 @@ impl Target {
     }
 
     /// Opens a keep-alive connection.
-    pub async fn connect(&self) -> anyhow::Result<(Conn, http1::Connection<TokioIo<TcpStream>, Body>)> {
+    pub async fn connect(&self) -> anyhow::Result<(Conn, http1::Connection<TokioIo<Stream>, Body>)> {
         let stream = TcpStream::connect(self.addr).await?;
         // Requests are small and written whole: send them now, not after Nagle's delay.
         stream.set_nodelay(true)?;
+        let stream = match &self.tls {
+            None => Stream::Plain(stream),
+            Some((connector, name)) => Stream::Tls(Box::new(connector.connect(name.clone(), stream).await?)),
+        };
         let (sender, driver) = http1::handshake(TokioIo::new(stream)).await?;
         Ok((Conn { sender }, driver))
     }
@@ -111,6 +149,8 @@ mod tests {
         let t = Target::resolve("http://127.0.0.1:9/api/").await.unwrap();
         assert_eq!(t.prefix, "/api");
         assert_eq!(t.request(Method::GET, "/healthz", Bytes::new()).unwrap().uri(), "/api/healthz");
-        assert!(Target::resolve("https://127.0.0.1").await.is_err());
+        let t = Target::resolve("https://localhost:8443").await.unwrap();
+        assert_eq!((t.addr.port(), format!("{t:?}")), (8443, "Target(https://localhost:8443)".to_owned()));
+        assert!(Target::resolve("ftp://127.0.0.1").await.is_err());
     }
 }

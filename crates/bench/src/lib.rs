@@ -35,6 +35,7 @@ pub mod report;
 pub mod runner;
 pub mod schedule;
 pub mod server_process;
+pub mod tls;
 pub mod workload;
 
 pub use command::BenchArgs;

@@ -120,10 +120,11 @@ impl ServerProcess {
             if let Some(status) = self.child.try_wait()? {
                 anyhow::bail!("the spawned server exited at start: {status}");
             }
-            if let Ok((200, _)) = target.get("/healthz", Duration::from_secs(1)).await {
+            // Ready: its storage is open (it answers /healthz already while it opens).
+            if let Ok((200, _)) = target.get("/readyz", Duration::from_secs(1)).await {
                 return Ok(());
             }
-            anyhow::ensure!(Instant::now() < deadline, "the spawned server did not answer /healthz in time");
+            anyhow::ensure!(Instant::now() < deadline, "the spawned server was not ready (/readyz) in time");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

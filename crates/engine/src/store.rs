@@ -496,6 +496,22 @@ impl Store {
         }
     }
 
+    /// What keeps the store from serving everything, one line each: poisoned partitions
+    /// (their writes refused until a restart) and a failed commit log (every write refused).
+    /// Empty when healthy. Cheap: no file is read.
+    pub fn faults(&self) -> Vec<String> {
+        let mut faults: Vec<String> = self
+            .shared
+            .partitions
+            .iter()
+            .filter_map(|p| p.poisoned().map(|reason| format!("partition {} is poisoned: {reason}", p.id)))
+            .collect();
+        if let Some(why) = self.log.as_ref().and_then(|log| log.failure()) {
+            faults.push(format!("the commit log failed: {why}"));
+        }
+        faults
+    }
+
     /// Stops background work, lets the writers commit everything queued, checkpoints and
     /// closes. Idempotent; dropping the store does the same.
     pub fn close(&self) {

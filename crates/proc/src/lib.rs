@@ -81,6 +81,50 @@ impl ProcessStats {
     }
 }
 
+/// What the Prometheus process collector reports about this process besides its CPU time:
+/// memory, file descriptors, threads and its start; zeros where unavailable.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcessFacts {
+    /// Resident memory (`VmRSS`), bytes.
+    pub resident_memory_bytes: u64,
+    /// Virtual memory size, bytes.
+    pub virtual_memory_bytes: u64,
+    /// Open file descriptors.
+    pub open_fds: u64,
+    /// The soft limit on open file descriptors (`u64::MAX`: unlimited).
+    pub max_fds: u64,
+    /// Threads.
+    pub threads: u64,
+    /// When the process started, seconds since the Unix epoch.
+    pub start_time_seconds: f64,
+}
+
+impl ProcessFacts {
+    /// Reads this process's facts now (`/proc/self/stat`, `fd`, `limits`, `status`).
+    pub fn read() -> Self {
+        let Ok(me) = procfs::process::Process::myself() else { return Self::default() };
+        let mut facts = Self {
+            resident_memory_bytes: rss_bytes(std::process::id()).unwrap_or(0),
+            open_fds: me.fd_count().map_or(0, |n| n as u64),
+            ..Self::default()
+        };
+        if let Ok(limits) = me.limits() {
+            facts.max_fds = match limits.max_open_files.soft_limit {
+                procfs::process::LimitValue::Value(n) => n,
+                procfs::process::LimitValue::Unlimited => u64::MAX,
+            };
+        }
+        if let Ok(stat) = me.stat() {
+            facts.virtual_memory_bytes = stat.vsize;
+            facts.threads = u64::try_from(stat.num_threads).unwrap_or(0);
+            if let Ok(boot) = procfs::boot_time_secs() {
+                facts.start_time_seconds = boot as f64 + stat.starttime as f64 / procfs::ticks_per_second() as f64;
+            }
+        }
+        facts
+    }
+}
+
 /// The resident memory of process `pid` in bytes (`VmRSS`); `None` if it is gone.
 pub fn rss_bytes(pid: u32) -> Option<u64> {
     let status = procfs::process::Process::new(i32::try_from(pid).ok()?).ok()?.status().ok()?;

@@ -8,7 +8,7 @@
 
 use std::{future::Future, pin::Pin};
 
-use shardlite_engine::{Op, Outcome, Record, Version, MAX_KEY_LEN};
+use shardlite_engine::{Op, Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN};
 
 use crate::figures::Figures;
 
@@ -148,12 +148,24 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         )
     }
 
+    /// Why the backend cannot serve everything now (a poisoned partition, still opening),
+    /// for `/readyz`; `None`: ready. Asked at every probe: must be cheap.
+    fn unready(&self) -> Option<String> {
+        None
+    }
+
     /// Every record of `partition` from one consistent snapshot, streamed as it is read.
     fn export(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
         let _ = partition;
         Box::pin(async move {
             Err(BackendError::NotImplemented(format!("the {} backend does not export partitions", self.name())))
         })
+    }
+
+    /// Checks every partition of a running store (`/admin/check`): what `shardlite check` does
+    /// to a closed directory.
+    fn check(&self) -> BoxFuture<'_, BackendResult<Vec<PartitionCheck>>> {
+        Box::pin(async move { Err(BackendError::NotImplemented(format!("the {} backend has no check", self.name()))) })
     }
 
     /// The backend's figures now, for `/stats` and `/metrics`.

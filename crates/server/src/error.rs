@@ -86,6 +86,11 @@ impl ApiError {
             .with_header(WWW_AUTHENTICATE, HeaderValue::from_static(challenge))
     }
 
+    /// 403: a valid token that lacks the role the route needs.
+    pub fn forbidden(role: &str) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", format!("this token lacks the `{role}` role this request needs"))
+    }
+
     /// 404: no record has the key.
     pub fn not_found() -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", BackendError::NotFound.to_string())

@@ -1,11 +1,11 @@
-//! shardlite's HTTP server: the key-value API (`/kv/{key}`, `/batch`, `/healthz`, `/stats`,
-//! `/metrics`) over a [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
+//! shardlite's HTTP server: the key-value API (`/kv/{key}`, `/batch`, `/keys`, `/healthz`,
+//! `/readyz`, `/stats`, `/metrics`) over a [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
 //! [`shardlite_engine::Store`]) or PostgreSQL (`PgBackend`, crate `shardlite-postgres`). `docs/http-api.md` is
 //! the contract.
 //!
 //! ```text
 //!  TcpListener ── accept (≤ max_connections open) ──> one tokio task per connection (hyper)
-//!     request ──> service: route, auth, method ──> handler ──> Backend (SQLite shown;
+//!     request ──> service: route, token, method, role ──> handler ──> Backend (SQLite shown;
 //!                                                               PostgreSQL: a pooled connection)
 //!        GET/HEAD  ── store.submit_get ──> engine lookup threads ──> PendingGet.await
 //!        PUT/DELETE ─ store.submit ─────> writer queue of the key's partition (bounded:
@@ -18,15 +18,16 @@
 //!
 //! No handler runs SQLite or other blocking work on the async runtime's threads. Modules:
 //! [`backend`] (the storage trait and its error), [`figures`] (what a backend reports),
-//! [`sqlite`] (the engine's backend), [`server`] (accept loop,
-//! limits, shutdown), `service` (one request: route, auth, metrics), `state` (what handlers
-//! share), `kv`, `batch`, `stats` and `metrics` (the routes), `conditional` (If-Match and
-//! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
-//! status and JSON body), `auth`, `response`, [`options`]; the process's figures come from crate
-//! `shardlite-proc`. The backends import no
-//! handler: the handlers render what the backends return.
+//! [`sqlite`] (the engine's backend), `starting` (serving before the storage is open),
+//! [`server`] (accept loop, limits, reloads, shutdown), [`tls`] (rustls: certificate, ALPN,
+//! client certificates), `service` (one request: route, token and role, metrics), `state` (what
+//! handlers share), `routes` (paths, methods, roles), `kv`, `batch`, `keys`, `export`, `stats`
+//! and `metrics` (the routes), `conditional` (If-Match and If-None-Match), `key` (hex keys),
+//! `body` (bounded body reads), [`error`] (every error's status and JSON body), [`auth`] (tokens
+//! and roles), `response`, [`options`]; the process's figures come from crate `shardlite-proc`.
+//! The backends import no handler: the handlers render what the backends return.
 
-mod auth;
+pub mod auth;
 pub mod backend;
 mod batch;
 mod body;
@@ -44,8 +45,10 @@ mod routes;
 pub mod server;
 mod service;
 pub mod sqlite;
+mod starting;
 mod state;
 mod stats;
+pub mod tls;
 
 pub use backend::{Backend, BackendError, BackendResult, BoxFuture, KeyPage};
 /// The `POST /batch` body decoder, exposed for the fuzz targets (`fuzz/`) only.
@@ -54,5 +57,6 @@ pub use batch::decode_batch;
 pub use error::ApiError;
 pub use figures::Figures;
 pub use options::ServerOptions;
-pub use server::{run, run_store};
+pub use server::{run, run_reloading, run_store, Reload};
 pub use sqlite::SqliteBackend;
+pub use starting::Starting;

@@ -2,7 +2,9 @@
 //! histograms per route, method and status (their `_count` is the request count), open
 //! connections, and, from the backend's [`Figures`] and `/proc` at each scrape, the engine's
 //! commits, requests per commit, durable commits, records, file sizes (WAL included), index
-//! merges, queue depth and the process's CPU time and I/O — or, on PostgreSQL, its own figures.
+//! merges, queue depth and the process's CPU time, I/O, memory, file descriptors, threads and
+//! start time (the Prometheus process collector's set) — or, on PostgreSQL, its own figures;
+//! and `shardlite_build_info`.
 
 use std::time::Duration;
 
@@ -14,13 +16,14 @@ use prometheus_client::{
         family::Family,
         gauge::{self, ConstGauge},
         histogram::{exponential_buckets, Histogram},
+        info::Info,
         MetricType, TypedMetric,
     },
     registry::Registry,
 };
 use shardlite_engine::{JournalMode, Synchronous};
 
-use shardlite_proc::ProcessStats;
+use shardlite_proc::{ProcessFacts, ProcessStats};
 
 use crate::figures::{Figures, PostgresFigures, SqliteFigures};
 
@@ -55,6 +58,10 @@ impl Default for Metrics {
         );
         let connections = gauge::Gauge::default();
         registry.register("shardlite_http_connections_open", "HTTP connections open now", connections.clone());
+        // An info metric: rendered `shardlite_build_info{...} 1`.
+        let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+        let build = Info::new(vec![("version", env!("CARGO_PKG_VERSION")), ("profile", profile)]);
+        registry.register("shardlite_build", "The build serving: its version and profile", build);
         Self { registry, requests, connections }
     }
 }
@@ -76,7 +83,11 @@ impl Metrics {
         let mut out = String::with_capacity(16 << 10);
         text::encode_registry(&mut out, &self.registry)?;
         let mut scrape = Registry::default();
-        scrape.register_collector(Box::new(Scrape { figures, process: ProcessStats::read() }));
+        scrape.register_collector(Box::new(Scrape {
+            figures,
+            process: ProcessStats::read(),
+            facts: ProcessFacts::read(),
+        }));
         text::encode_registry(&mut out, &scrape)?;
         text::encode_eof(&mut out)?;
         Ok(out)
@@ -88,6 +99,7 @@ impl Metrics {
 struct Scrape {
     figures: Option<Figures>,
     process: ProcessStats,
+    facts: ProcessFacts,
 }
 
 impl Collector for Scrape {
@@ -97,7 +109,7 @@ impl Collector for Scrape {
             Some(Figures::Postgres(figures)) => encode_postgres(figures, &mut enc)?,
             None => {}
         }
-        let p = &self.process;
+        let (p, f) = (&self.process, &self.facts);
         encode(
             &mut enc,
             [
@@ -106,10 +118,15 @@ impl Collector for Scrape {
                 Counter("process_io_write_bytes", "Bytes the process caused to be written to storage", p.write_bytes),
                 Counter("process_io_read_syscalls", "Read system calls", p.syscr),
                 Counter("process_io_write_syscalls", "Write system calls", p.syscw),
+                Gauge("process_resident_memory_bytes", "Resident memory (VmRSS)", f.resident_memory_bytes),
+                Gauge("process_virtual_memory_bytes", "Virtual memory size", f.virtual_memory_bytes),
+                Gauge("process_open_fds", "Open file descriptors", f.open_fds),
+                Gauge("process_max_fds", "The limit on open file descriptors (soft)", f.max_fds),
+                Gauge("process_threads", "Threads", f.threads),
                 Gauge(
-                    "process_resident_memory_bytes",
-                    "Resident memory (VmRSS)",
-                    shardlite_proc::rss_bytes(std::process::id()).unwrap_or(0),
+                    "process_start_time_seconds",
+                    "When the process started, seconds since the Unix epoch",
+                    f.start_time_seconds as u64,
                 ),
             ],
         )

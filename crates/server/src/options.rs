@@ -2,7 +2,9 @@
 //! [`shardlite_engine::Config`]). Each field's doc line is also its `shardlite serve` flag's
 //! help; the name `/stats` and the TOML file give it is its flag's, with `_` for `-`.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
+
+use crate::{auth::TokenSource, tls::TlsFiles};
 
 use serde::{Deserialize, Serialize};
 
@@ -12,10 +14,24 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "cli", command(next_help_heading = "HTTP"))]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerOptions {
-    /// Require `Authorization: Bearer TOKEN` on every route but /healthz.
+    /// One bearer token holding every role (better: --auth-token-file, or this variable, as a
+    /// flag shows the token to every user of the machine).
     #[serde(skip_serializing)] // a secret: /stats says only whether auth is on
     #[cfg_attr(feature = "cli", arg(long, value_name = "TOKEN"))]
     pub auth_token: Option<String>,
+    /// File of bearer tokens, one `ROLE TOKEN` a line (roles: read, write, admin, metrics);
+    /// re-read on SIGHUP.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub auth_token_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM; re-read on SIGHUP). Needs --tls-key.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by these CAs (PEM): mutual TLS.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub tls_client_ca: Option<PathBuf>,
     /// Connections served at once.
     // The server stops accepting while this many are open (the kernel's backlog holds the
     // rest), so memory and file descriptors stay bounded.
@@ -52,6 +68,10 @@ impl Default for ServerOptions {
     fn default() -> Self {
         Self {
             auth_token: None,
+            auth_token_file: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
@@ -59,6 +79,30 @@ impl Default for ServerOptions {
             batch_max_bytes: 16 << 20,
             request_log: false,
             shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ServerOptions {
+    /// The TLS files, if the server speaks TLS; an error for a partial set.
+    pub fn tls_files(&self) -> Result<Option<TlsFiles>, String> {
+        match (&self.tls_cert, &self.tls_key, &self.tls_client_ca) {
+            (Some(cert), Some(key), client_ca) => {
+                Ok(Some(TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: client_ca.clone() }))
+            }
+            (None, None, None) => Ok(None),
+            (Some(_), None, _) => Err("tls_cert needs tls_key".into()),
+            (None, Some(_), _) => Err("tls_key needs tls_cert".into()),
+            (None, None, Some(_)) => Err("tls_client_ca needs tls_cert and tls_key".into()),
+        }
+    }
+
+    /// Where the bearer tokens come from: the file if one is named, else the one token.
+    pub fn token_source(&self) -> TokenSource {
+        match (&self.auth_token_file, &self.auth_token) {
+            (Some(file), _) => TokenSource::File(file.clone()),
+            (None, Some(token)) => TokenSource::Single(token.clone()),
+            (None, None) => TokenSource::None,
         }
     }
 }

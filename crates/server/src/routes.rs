@@ -1,9 +1,10 @@
-//! The routes of the API (`docs/http-api.md`, "Routes"): which path is which route, and which
-//! methods each allows.
+//! The routes of the API (`docs/http-api.md`, "Routes"): which path is which route, which
+//! methods each allows and which role each needs. Adding a route means naming it, its methods
+//! and its role here.
 
 use hyper::Method;
 
-use crate::error::ApiError;
+use crate::{auth::Role, error::ApiError};
 
 /// A route of the API, also the `route` label of the request metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,8 +17,12 @@ pub enum Route {
     Keys,
     /// `/export`: GET.
     Export,
-    /// `/healthz`: GET, HEAD; no auth, no storage work.
+    /// `/healthz`: GET, HEAD; no auth, no storage work: liveness.
     Healthz,
+    /// `/readyz`: GET, HEAD; no auth: whether the storage is open and healthy.
+    Readyz,
+    /// `/admin/check`: GET; checks every partition of the running store.
+    AdminCheck,
     /// `/stats`: GET, HEAD.
     Stats,
     /// `/metrics`: GET, HEAD.
@@ -34,9 +39,11 @@ impl Route {
     pub fn of(path: &str) -> Self {
         match path {
             "/healthz" => Route::Healthz,
+            "/readyz" => Route::Readyz,
             "/batch" => Route::Batch,
             "/keys" => Route::Keys,
             "/export" => Route::Export,
+            "/admin/check" => Route::AdminCheck,
             "/stats" => Route::Stats,
             "/metrics" => Route::Metrics,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
@@ -52,10 +59,32 @@ impl Route {
             Route::Keys => "/keys",
             Route::Export => "/export",
             Route::Healthz => "/healthz",
+            Route::Readyz => "/readyz",
+            Route::AdminCheck => "/admin/check",
             Route::Stats => "/stats",
             Route::Metrics => "/metrics",
             Route::Unknown => "unknown",
         }
+    }
+
+    /// The role a token needs for `method` on this route; `None`: no token needed. Unknown
+    /// routes need none here: any valid token learns they are unknown, no token learns
+    /// nothing (authentication comes before routing).
+    pub fn role(self, method: &Method) -> Option<Role> {
+        match self {
+            Route::Kv if matches!(*method, Method::GET | Method::HEAD) => Some(Role::Read),
+            Route::Kv | Route::Batch => Some(Role::Write),
+            // Every record of a partition: what reads of each key would give.
+            Route::Keys | Route::Export => Some(Role::Read),
+            Route::AdminCheck => Some(Role::Admin),
+            Route::Stats | Route::Metrics => Some(Role::Metrics),
+            Route::Healthz | Route::Readyz | Route::Unknown => None,
+        }
+    }
+
+    /// Whether the route answers without a token at all (probes).
+    pub fn is_public(self) -> bool {
+        matches!(self, Route::Healthz | Route::Readyz)
     }
 
     /// Answers 405 (with `Allow`) unless the route serves `method`; 404 for unknown routes.
@@ -65,8 +94,8 @@ impl Route {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
             Route::Batch => (*method == Method::POST, "POST"),
-            Route::Export => (*method == Method::GET, "GET"),
-            Route::Healthz | Route::Stats | Route::Metrics | Route::Keys => {
+            Route::Export | Route::AdminCheck => (*method == Method::GET, "GET"),
+            Route::Healthz | Route::Readyz | Route::Stats | Route::Metrics | Route::Keys => {
                 (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
             }
             Route::Unknown => return Err(ApiError::unknown_route(path)),
@@ -113,5 +142,22 @@ mod tests {
         assert_eq!(err.status, 405);
         assert_eq!(err.headers[0].1, "GET, HEAD, PUT, DELETE");
         assert_eq!(Route::Unknown.allow(&Method::GET, "/nope").unwrap_err().status, 404);
+    }
+
+    #[test]
+    fn each_route_names_its_role() {
+        assert_eq!(Route::Kv.role(&Method::GET), Some(Role::Read));
+        assert_eq!(Route::Kv.role(&Method::HEAD), Some(Role::Read));
+        assert_eq!(Route::Kv.role(&Method::PUT), Some(Role::Write));
+        assert_eq!(Route::Kv.role(&Method::DELETE), Some(Role::Write));
+        assert_eq!(Route::Batch.role(&Method::POST), Some(Role::Write));
+        assert_eq!(Route::Keys.role(&Method::GET), Some(Role::Read));
+        assert_eq!(Route::Export.role(&Method::GET), Some(Role::Read));
+        assert_eq!(Route::AdminCheck.role(&Method::GET), Some(Role::Admin));
+        assert_eq!(Route::Stats.role(&Method::GET), Some(Role::Metrics));
+        assert_eq!(Route::Metrics.role(&Method::GET), Some(Role::Metrics));
+        assert_eq!(Route::Healthz.role(&Method::GET), None);
+        assert_eq!(Route::Readyz.role(&Method::GET), None);
+        assert!(Route::Healthz.is_public() && Route::Readyz.is_public() && !Route::Unknown.is_public());
     }
 }

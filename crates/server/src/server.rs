@@ -1,22 +1,26 @@
-//! [`run`]: the accept loop, the connection cap, the HTTP/1 and HTTP/2 connections with their
-//! timeouts, and the orderly shutdown: stop accepting, let in-flight requests finish (up to the
-//! grace period), then close the backend (SQLite: commit every queued write and checkpoint).
+//! [`run`]: the accept loop, the connection cap, the HTTP/1 and HTTP/2 connections (over TLS if
+//! configured) with their timeouts, reloading the token and TLS files on request, and the
+//! orderly shutdown: stop accepting, let in-flight requests finish (up to the grace period),
+//! then close the backend (SQLite: commit every queued write and checkpoint).
 
 use std::{convert::Infallible, future::Future, sync::Arc, time::Duration};
 
 use hyper::service::service_fn;
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::{conn::auto, graceful::GracefulShutdown},
+    server::{
+        conn::auto,
+        graceful::{GracefulShutdown, Watcher},
+    },
 };
 use prometheus_client::metrics::gauge::Gauge;
 use shardlite_engine::Store;
 use tokio::{
-    net::TcpListener,
-    sync::{OwnedSemaphorePermit, Semaphore},
+    net::{TcpListener, TcpStream},
+    sync::{Notify, OwnedSemaphorePermit, Semaphore},
 };
 
-use crate::{backend::Backend, options::ServerOptions, service::handle, sqlite::SqliteBackend, state::State};
+use crate::{backend::Backend, options::ServerOptions, service::handle, sqlite::SqliteBackend, state::State, tls::Tls};
 
 /// After a failed `accept` (say, out of file descriptors), wait this long before the next.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -41,15 +45,40 @@ pub async fn run(
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    run_reloading(listener, backend, options, Reload::default(), shutdown).await
+}
+
+/// Asks a running server to re-read its token file and TLS files (what SIGHUP does to
+/// `shardlite serve`).
+/// Cheap to clone; a request made while the server is busy reloading is not lost.
+#[derive(Debug, Clone, Default)]
+pub struct Reload(Arc<Notify>);
+
+impl Reload {
+    /// Asks for a reload.
+    pub fn request(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// [`run`], re-reading what can be re-read whenever `reload` is requested.
+pub async fn run_reloading(
+    listener: TcpListener,
+    backend: Arc<dyn Backend>,
+    options: ServerOptions,
+    reload: Reload,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let connections = Arc::new(Semaphore::new(options.max_connections));
     let grace = options.shutdown_grace;
-    let state = Arc::new(State::new(Arc::clone(&backend), options));
-    let builder = http_builder(&state.options);
+    let state = Arc::new(State::new(Arc::clone(&backend), options).map_err(std::io::Error::other)?);
+    let builder = Arc::new(http_builder(&state.options));
     let graceful = GracefulShutdown::new();
     let (max_connections, auth, name) = (state.options.max_connections, state.auth.enabled(), backend.name());
     tracing::info!(%addr, max_connections, auth, backend = name, "serving");
 
+    let reloading = tokio::spawn(reload_on_request(reload, Arc::clone(&state)));
     tokio::pin!(shutdown);
     loop {
         // Wait for a free connection slot before accepting, so excess clients wait in the
@@ -77,22 +106,12 @@ pub async fn run(
             tracing::debug!(%err, "set_nodelay failed");
         }
         let open = Open::new(state.metrics.connections().clone(), permit);
-        let state = Arc::clone(&state);
-        let service = service_fn(move |req| {
-            let state = Arc::clone(&state);
-            async move { Ok::<_, Infallible>(handle(state, req).await) }
-        });
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned());
-        tokio::spawn(async move {
-            if let Err(err) = conn.await {
-                // Clients that vanish or send garbage end up here: worth a debug line, no more.
-                tracing::debug!(%err, "connection ended with an error");
-            }
-            drop(open);
-        });
+        tokio::spawn(serve_connection(Arc::clone(&state), Arc::clone(&builder), graceful.watcher(), stream, open));
     }
 
+    state.closing.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(listener);
+    reloading.abort();
     let open = graceful.count();
     tracing::info!(connections = open, grace_ms = grace.as_millis() as u64, "shutting down: no longer accepting");
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
@@ -101,6 +120,54 @@ pub async fn run(
     backend.close().await;
     tracing::info!("shutdown complete: queued writes committed, backend closed");
     Ok(())
+}
+
+/// Serves one connection until it ends: the TLS handshake first if the server speaks TLS
+/// (within the header timeout), then HTTP/1.1 or HTTP/2.
+async fn serve_connection(
+    state: Arc<State>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    watcher: Watcher,
+    stream: TcpStream,
+    open: Open,
+) {
+    let service = {
+        let state = Arc::clone(&state);
+        service_fn(move |req| {
+            let state = Arc::clone(&state);
+            async move { Ok::<_, Infallible>(handle(state, req).await) }
+        })
+    };
+    let ended = match &state.tls {
+        None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
+        Some(tls) => match tokio::time::timeout(state.options.header_timeout, tls.acceptor().accept(stream)).await {
+            Ok(Ok(stream)) => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
+            Ok(Err(err)) => return tracing::debug!(%err, "TLS handshake failed"),
+            Err(_) => return tracing::debug!("TLS handshake timed out"),
+        },
+    };
+    if let Err(err) = ended {
+        // Clients that vanish or send garbage end up here: worth a debug line, no more.
+        tracing::debug!(%err, "connection ended with an error");
+    }
+    drop(open);
+}
+
+/// Re-reads the token file and the TLS files at each request for it; files that do not load
+/// leave what is in force as it was.
+async fn reload_on_request(reload: Reload, state: Arc<State>) {
+    loop {
+        reload.0.notified().await;
+        match state.auth.reload() {
+            Ok(()) => tracing::info!("reloaded the token file"),
+            Err(err) => tracing::error!(%err, "reloading the token file failed; the tokens in force stay"),
+        }
+        match state.tls.as_ref().map(Tls::reload) {
+            None => {}
+            Some(Ok(())) => tracing::info!("reloaded the TLS certificate"),
+            Some(Err(err)) => tracing::error!(%err, "reloading the TLS files failed; the certificate in force stays"),
+        }
+    }
 }
 
 /// The HTTP connection settings: HTTP/1.1 keep-alive (and HTTP/2 with prior knowledge), the

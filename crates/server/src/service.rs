@@ -1,13 +1,16 @@
-//! One request, start to finish: route, authenticate, check the method, dispatch to the
-//! route's handler, turn any refusal into its JSON error, and record the request's metrics
+//! One request, start to finish: route, authenticate, check the method and the token's role,
+//! dispatch to the route's handler, turn any refusal into its JSON error, and record the request's metrics
 //! (and, if asked for, its log line).
 
-use std::{sync::Arc, time::Duration, time::Instant};
+use std::{
+    sync::{atomic::Ordering, Arc},
+    time::{Duration, Instant},
+};
 
 use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
 
 use crate::{
-    batch,
+    auth, batch,
     error::ApiError,
     export, keys, kv,
     response::{self, Response},
@@ -47,21 +50,52 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response {
 }
 
 async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> Result<Response, ApiError> {
-    if route != Route::Healthz {
-        // Before the method and route checks, so that without a token nothing is revealed.
-        state.auth.check(req.headers())?;
-    }
+    // Authentication comes before the method and route checks, so that without a token
+    // nothing is revealed; the role after them, as it depends on the method.
+    let roles = if route.is_public() { None } else { Some(state.auth.authenticate(req.headers())?) };
     route.allow(req.method(), req.uri().path())?;
+    if let (Some(roles), Some(role)) = (roles, route.role(req.method())) {
+        auth::require(roles, role)?;
+    }
     match route {
         Route::Healthz => Ok(response::with_body(StatusCode::OK, HeaderValue::from_static("text/plain"), "ok\n")),
+        Route::Readyz => readiness(state),
         Route::Kv => kv::handle(state, req).await,
         Route::Batch => batch::handle(state, req.into_body()).await,
         Route::Keys => keys::handle(state, req.uri().query()).await,
         Route::Export => export::handle(state, req.uri().query()).await,
+        Route::AdminCheck => check(state).await,
         Route::Stats => stats::handle(state).await,
         Route::Metrics => metrics(state).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
+}
+
+/// `/readyz`: 200 once the storage is open and healthy; 503 `not_ready` with the reason while
+/// it opens, while a partition is poisoned (or the commit log failed), and during shutdown.
+fn readiness(state: &State) -> Result<Response, ApiError> {
+    let reason = if state.closing.load(Ordering::Relaxed) {
+        Some("the server is shutting down".to_owned())
+    } else {
+        state.backend.unready()
+    };
+    match reason {
+        Some(reason) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", reason)),
+        None => Ok(response::json(StatusCode::OK, br#"{"ready":true}"#.to_vec())),
+    }
+}
+
+/// `/admin/check`: every partition's check, `{"reports": [...]}` (what `shardlite check --url`
+/// reads and judges).
+async fn check(state: &State) -> Result<Response, ApiError> {
+    #[derive(serde::Serialize)]
+    struct Reports {
+        reports: Vec<shardlite_engine::PartitionCheck>,
+    }
+    let reports = state.backend.check().await?;
+    let body = serde_json::to_vec(&Reports { reports })
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("check report: {e}")))?;
+    Ok(response::json(StatusCode::OK, body))
 }
 
 /// `/metrics`: the backend's figures (if they come within [`FIGURES_WAIT`]), rendered with the

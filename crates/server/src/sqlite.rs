@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shardlite_engine::{bin_format, Error as EngineError, Op, Outcome, Record, Store};
+use shardlite_engine::{bin_format, Error as EngineError, Op, Outcome, PartitionCheck, Record, Store};
 
 use crate::{
     backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
@@ -126,6 +126,21 @@ impl Backend for SqliteBackend {
                 .map_err(|e| BackendError::Internal(format!("listing keys failed: {e}")))??;
             Ok(page)
         })
+    }
+
+    fn check(&self) -> BoxFuture<'_, BackendResult<Vec<PartitionCheck>>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || store.check())
+                .await
+                .map_err(|e| BackendError::Internal(format!("checking the store failed: {e}")))?
+                .map_err(BackendError::from)
+        })
+    }
+
+    fn unready(&self) -> Option<String> {
+        let faults = self.store.faults();
+        (!faults.is_empty()).then(|| faults.join("; "))
     }
 
     fn figures(&self) -> BoxFuture<'_, BackendResult<Figures>> {

@@ -1,8 +1,11 @@
 //! [`State`]: what every request handler shares.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::{atomic::AtomicBool, Arc},
+    time::Instant,
+};
 
-use crate::{auth::Auth, backend::Backend, metrics::Metrics, options::ServerOptions};
+use crate::{auth::Auth, backend::Backend, metrics::Metrics, options::ServerOptions, tls::Tls};
 
 /// What every request handler shares.
 #[derive(Debug)]
@@ -11,23 +14,30 @@ pub struct State {
     pub backend: Arc<dyn Backend>,
     /// The server's options.
     pub options: ServerOptions,
-    /// The bearer token check.
+    /// The bearer tokens and their roles.
     pub auth: Auth,
+    /// TLS, if the server speaks it.
+    pub tls: Option<Tls>,
     /// The request metrics.
     pub metrics: Metrics,
     /// When the server started.
     pub started: Instant,
+    /// Set once shutdown began: `/readyz` answers 503 from then on.
+    pub closing: AtomicBool,
 }
 
 impl State {
-    /// The state of a server of `backend`.
-    pub fn new(backend: Arc<dyn Backend>, options: ServerOptions) -> Self {
-        Self {
-            auth: Auth::new(options.auth_token.as_deref()),
+    /// The state of a server of `backend`; fails if the token file or the TLS files cannot be
+    /// read.
+    pub fn new(backend: Arc<dyn Backend>, options: ServerOptions) -> Result<Self, String> {
+        Ok(Self {
+            auth: Auth::new(options.token_source())?,
+            tls: options.tls_files()?.map(Tls::load).transpose()?,
             metrics: Metrics::default(),
             backend,
             options,
             started: Instant::now(),
-        }
+            closing: AtomicBool::new(false),
+        })
     }
 }

@@ -1,54 +1,172 @@
-//! `shardlite check --data DIR`: the engine's check of every partition (SQLite `quick_check`, the
-//! record count, index <-> data both ways), with a progress bar; exits non-zero on any finding.
+//! `shardlite check --data DIR` (or `--url URL`: a running server's `GET /admin/check`): the
+//! engine's check of every partition (SQLite `quick_check`, the
+//! record count, index <-> data both ways), with a progress bar. Prints the partitions with
+//! findings and a summary line (or, with `--json`, one document), and says what it found in its
+//! exit status: 0 clean, 1 findings, 2 could not run (no such directory, in use by a
+//! server, a bad manifest, unreadable files).
 
-use std::path::PathBuf;
+use std::{path::PathBuf, process::ExitCode};
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use shardlite_engine::{Config, PartitionCheck, Store};
+use serde::Serialize;
+use shardlite_engine::{Config, Error, PartitionCheck, Store};
+
+/// What the check concluded; its exit status is the discriminant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Verdict {
+    /// Every partition passed: exit 0.
+    Clean = 0,
+    /// The check ran and found problems: exit 1.
+    Findings = 1,
+    /// The check could not run: exit 2.
+    CouldNotRun = 2,
+}
 
 /// Flags of `shardlite check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// The data directory (no server may be running on it).
+    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
+    pub data: Option<PathBuf>,
+    /// A running server instead (`GET /admin/check`, a token with the admin role); the writes of
+    /// a partition being checked wait meanwhile.
     #[arg(long)]
-    pub data: PathBuf,
+    pub url: Option<String>,
+    /// The admin token for --url; better in the variable.
+    #[arg(long, requires = "url", env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+    /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub tls_ca: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
-/// Runs `shardlite check`.
-pub fn run(args: CheckArgs) -> anyhow::Result<()> {
-    let store =
-        Store::open(&args.data, Config::inspection()).with_context(|| format!("opening {}", args.data.display()))?;
+/// What a check found.
+#[derive(Debug, Serialize)]
+struct Report {
+    /// `clean`, `findings` or `could_not_run`.
+    verdict: Verdict,
+    /// Partitions checked.
+    partitions: usize,
+    /// Partitions with findings.
+    failed: Vec<u32>,
+    /// Records found, all partitions.
+    records: u64,
+    /// Why the check could not run, or the damage that kept the directory from opening.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// Each partition's report.
+    reports: Vec<PartitionCheck>,
+}
+
+/// Runs `shardlite check`; its exit status.
+pub fn run(args: CheckArgs) -> ExitCode {
+    let report = match (&args.data, &args.url) {
+        (Some(data), _) => examine(data),
+        (None, Some(url)) => ask(url, args.auth_token.as_deref(), args.tls_ca.as_deref()),
+        (None, None) => refused(Verdict::CouldNotRun, "give --data or --url".into()),
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(json) => println!("{json}"),
+            Err(err) => eprintln!("error: {err}"),
+        }
+    } else {
+        print!("{}", render(&report));
+        if let Some(err) = &report.error {
+            eprintln!("error: {err}");
+        }
+    }
+    ExitCode::from(report.verdict as u8)
+}
+
+/// A report of a check that did not get to the partitions.
+fn refused(verdict: Verdict, error: String) -> Report {
+    Report { verdict, partitions: 0, failed: Vec::new(), records: 0, error: Some(error), reports: Vec::new() }
+}
+
+/// The report of checked partitions.
+fn judged(reports: Vec<PartitionCheck>) -> Report {
+    let failed: Vec<u32> = reports.iter().filter(|r| !r.is_ok()).map(|r| r.partition).collect();
+    Report {
+        verdict: if failed.is_empty() { Verdict::Clean } else { Verdict::Findings },
+        partitions: reports.len(),
+        records: reports.iter().map(|r| r.records).sum(),
+        failed,
+        error: None,
+        reports,
+    }
+}
+
+/// Asks the server at `url` to check its partitions (`GET /admin/check`).
+fn ask(url: &str, token: Option<&str>, ca: Option<&std::path::Path>) -> Report {
+    #[derive(serde::Deserialize)]
+    struct Reports {
+        reports: Vec<PartitionCheck>,
+    }
+    let url = format!("{}/admin/check", url.trim_end_matches('/'));
+    let fetched = (|| -> anyhow::Result<Reports> {
+        let client = crate::stats::client(ca)?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async {
+            let mut request = client.get(&url);
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await?;
+            let status = response.status();
+            let body = response.text().await?;
+            anyhow::ensure!(status.is_success(), "{status}: {body}");
+            Ok(serde_json::from_str(&body)?)
+        })
+    })();
+    match fetched {
+        Ok(fetched) => judged(fetched.reports),
+        Err(err) => refused(Verdict::CouldNotRun, format!("GET {url}: {err:#}")),
+    }
+}
+
+/// Opens the directory and checks every partition.
+fn examine(data: &std::path::Path) -> Report {
+    if !data.is_dir() {
+        return refused(Verdict::CouldNotRun, format!("{}: no such directory", data.display()));
+    }
+    let store = match Store::open(data, Config::inspection()) {
+        Ok(store) => store,
+        // Damage found while opening is a finding; anything else kept the check from running.
+        Err(err @ (Error::Corrupt { .. } | Error::WalMissing { .. } | Error::Sqlite(_))) => {
+            return refused(Verdict::Findings, format!("opening {}: {err}", data.display()))
+        }
+        Err(err) => return refused(Verdict::CouldNotRun, format!("opening {}: {err}", data.display())),
+    };
     let partitions = store.manifest().partitions;
     let bar = ProgressBar::new(u64::from(partitions)).with_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} partitions checked, eta {eta}").expect("a valid template"),
     );
     let mut reports = Vec::with_capacity(partitions as usize);
     for p in 0..partitions {
-        reports.push(store.check_partition(p)?);
+        match store.check_partition(p) {
+            Ok(report) => reports.push(report),
+            Err(err) => {
+                bar.finish_and_clear();
+                return refused(Verdict::CouldNotRun, format!("checking partition {p}: {err}"));
+            }
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
-    } else {
-        print!("{}", render(&reports));
-    }
-    let bad = reports.iter().filter(|r| !r.is_ok()).count();
-    anyhow::ensure!(bad == 0, "{bad} of {} partitions failed the check", reports.len());
-    Ok(())
+    judged(reports)
 }
 
-/// One line per partition, then its problems, indented.
-fn render(reports: &[PartitionCheck]) -> String {
+/// The partitions with findings, each with its problems indented, then the summary line.
+fn render(report: &Report) -> String {
     let mut out = String::new();
-    for r in reports {
-        let verdict = if r.is_ok() { "ok" } else { "FAILED" };
+    for r in report.reports.iter().filter(|r| !r.is_ok()) {
         out.push_str(&format!(
-            "p{:04} {verdict}: {} records, sqlite {}, index {} + {} entries, {} missing, {} extra, {} stale\n",
+            "p{:04} FAILED: {} records, sqlite {}, index {} + {} entries, {} missing, {} extra, {} stale\n",
             r.partition,
             r.records,
             r.sqlite,
@@ -62,6 +180,22 @@ fn render(reports: &[PartitionCheck]) -> String {
             out.push_str(&format!("  {p}\n"));
         }
     }
+    out.push_str(&match report.verdict {
+        Verdict::Clean => {
+            format!("clean: {} partitions checked, {} records, no findings\n", report.partitions, report.records)
+        }
+        Verdict::Findings if report.error.is_some() => {
+            "findings: the directory is damaged (see the error)\n".to_owned()
+        }
+        Verdict::Findings => format!(
+            "findings: {} of {} partitions failed ({}); {} records\n",
+            report.failed.len(),
+            report.partitions,
+            report.failed.iter().map(|p| format!("p{p:04}")).collect::<Vec<_>>().join(", "),
+            report.records
+        ),
+        Verdict::CouldNotRun => "could not run the check\n".to_owned(),
+    });
     out
 }
 
@@ -69,8 +203,10 @@ fn render(reports: &[PartitionCheck]) -> String {
 mod tests {
     use shardlite_engine::PartitionCheck;
 
+    use super::*;
+
     #[test]
-    fn findings_are_listed_under_their_partition() {
+    fn findings_are_listed_under_their_partition_then_summed_up() {
         let good =
             PartitionCheck { partition: 0, sqlite: "ok".into(), records: 5, counted_records: 5, ..Default::default() };
         let bad = PartitionCheck {
@@ -80,8 +216,17 @@ mod tests {
             problems: vec!["record id 7 has no entry in the index file".into()],
             ..Default::default()
         };
-        let text = super::render(&[good, bad]);
-        assert!(text.starts_with("p0000 ok: 5 records"), "{text}");
-        assert!(text.contains("p0001 FAILED") && text.contains("\n  record id 7 has no entry"), "{text}");
+        let report = Report {
+            verdict: Verdict::Findings,
+            partitions: 2,
+            failed: vec![1],
+            records: 5,
+            error: None,
+            reports: vec![good, bad],
+        };
+        let text = render(&report);
+        assert!(text.starts_with("p0001 FAILED") && text.contains("\n  record id 7 has no entry"), "{text}");
+        assert!(!text.contains("p0000"), "partitions that passed are only counted: {text}");
+        assert!(text.ends_with("findings: 1 of 2 partitions failed (p0001); 5 records\n"), "{text}");
     }
 }

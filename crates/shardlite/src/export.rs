@@ -38,6 +38,9 @@ pub struct ExportArgs {
     /// Bearer token for a server started with --auth-token.
     #[arg(long, requires = "url")]
     pub auth_token: Option<String>,
+    /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub tls_ca: Option<PathBuf>,
     /// Where to write (default standard output); `.zst` and `.gz` compress.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -114,7 +117,10 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
             store.close();
             partitions
         }
-        (None, Some(url)) => download(url, args.auth_token.as_deref(), args.partition, &mut out)?,
+        (None, Some(url)) => {
+            let client = stats::client(args.tls_ca.as_deref())?;
+            download(&client, url, args.auth_token.as_deref(), args.partition, &mut out)?
+        }
         (None, None) => anyhow::bail!("give --data or --url"),
     };
     let records = out.finish()?;
@@ -158,15 +164,20 @@ fn total(stats: &StoreStats, partitions: &[u32]) -> u64 {
 }
 
 /// Exports the partitions of the server at `url` (all, or `only`), each through `GET /export`.
-fn download(url: &str, token: Option<&str>, only: Option<u32>, out: &mut RecordWriter) -> anyhow::Result<Vec<u32>> {
-    let stats = stats::fetch(url, token)?;
+fn download(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    only: Option<u32>,
+    out: &mut RecordWriter,
+) -> anyhow::Result<Vec<u32>> {
+    let stats = stats::fetch(client, url, token)?;
     let partitions = chosen(only, &stats)?;
     let bar = progress::records("exported", total(&stats, &partitions));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let client = reqwest::Client::new();
     for &p in &partitions {
         let url = format!("{}/export?partition={p}", url.trim_end_matches('/'));
-        download_partition(&runtime, &client, &url, token, out, &bar).with_context(|| format!("GET {url}"))?;
+        download_partition(&runtime, client, &url, token, out, &bar).with_context(|| format!("GET {url}"))?;
     }
     bar.finish_and_clear();
     Ok(partitions)

@@ -1,5 +1,5 @@
-//! `shardlite stats --data DIR` (offline) or `--url URL` (a running server's `/stats`): records
-//! and bytes per partition and in total, and the manifest.
+//! `shardlite stats --data DIR` (offline) or `--url URL` (a running server's `/stats`, `http://`
+//! or `https://`): records and bytes per partition and in total, and the manifest.
 
 use std::path::PathBuf;
 
@@ -15,9 +15,12 @@ pub struct StatsArgs {
     /// A running server, e.g. http://127.0.0.1:8080.
     #[arg(long)]
     pub url: Option<String>,
-    /// Bearer token for a server started with --auth-token.
-    #[arg(long, requires = "url")]
+    /// Bearer token (a `metrics` role) for a server that requires one; better in the variable.
+    #[arg(long, requires = "url", env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
+    /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub tls_ca: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -29,7 +32,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
         (Some(data), _) => {
             Store::open(data, Config::inspection()).with_context(|| format!("opening {}", data.display()))?.stats()
         }
-        (None, Some(url)) => fetch(url, args.auth_token.as_deref())?,
+        (None, Some(url)) => fetch(&client(args.tls_ca.as_deref())?, url, args.auth_token.as_deref())?,
         (None, None) => anyhow::bail!("give --data or --url"),
     };
     if args.json {
@@ -40,8 +43,15 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The store's figures from a running server's `/stats`.
-pub fn fetch(url: &str, token: Option<&str>) -> anyhow::Result<StoreStats> {
+/// A client of a running server, `http://` or `https://` (HTTP/2 or HTTP/1.1), trusting the
+/// system's roots and the CAs of the PEM file `ca`.
+pub fn client(ca: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
+    let tls = shardlite_bench::tls::client_config(ca, &[b"h2", b"http/1.1"])?;
+    Ok(reqwest::Client::builder().use_preconfigured_tls(tls).build()?)
+}
+
+/// The store's figures from a running server's `/stats`, through `client`.
+pub fn fetch(client: &reqwest::Client, url: &str, token: Option<&str>) -> anyhow::Result<StoreStats> {
     #[derive(serde::Deserialize)]
     struct Document {
         store: StoreStats,
@@ -49,7 +59,7 @@ pub fn fetch(url: &str, token: Option<&str>) -> anyhow::Result<StoreStats> {
     let url = format!("{}/stats", url.trim_end_matches('/'));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
-        let mut request = reqwest::Client::new().get(&url);
+        let mut request = client.get(&url);
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }

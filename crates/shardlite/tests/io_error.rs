@@ -11,6 +11,9 @@
 //! - The commit log: the write whose flush failed answers 500, and so does every later write
 //!   to any partition (the log refuses appends until a restart); reads go on.
 //!
+//! Meanwhile `/readyz` answers 503 with the reason (a poisoned partition, the failed log), so
+//! that a load balancer stops sending traffic; after a restart without the fault it answers 200.
+//!
 //! After a restart without the fault, every acknowledged write is there (a write answered 500
 //! may or may not be: its outcome is unknown), both partitions take writes again, and
 //! `shardlite check` passes.
@@ -94,6 +97,11 @@ impl Faulty {
         stats["store"]["partitions"][p]["poisoned"].is_string()
     }
 
+    /// `/readyz` of the server under the fault.
+    async fn readiness(&self) -> (StatusCode, String) {
+        readiness(&self.server).await
+    }
+
     /// Every key written before the fault reads "before".
     async fn reads_go_on(&self) {
         for key in self.keys[0][..10].iter().chain(&self.keys[1][..10]) {
@@ -109,6 +117,7 @@ impl Faulty {
     async fn restart_and_verify(self, acknowledged: &[(&[u8], &str)], absent: &[&[u8]]) {
         assert!(self.server.stop().success());
         let server = Server::start(&self.data, &[]).await;
+        assert_eq!(readiness(&server).await.0, StatusCode::OK, "ready again after the restart");
         for (key, value) in acknowledged {
             let resp = self.http.get(server.kv(key)).send().await.unwrap();
             assert_eq!(resp.status(), StatusCode::OK, "acknowledged writes survive");
@@ -128,11 +137,23 @@ impl Faulty {
     }
 }
 
+/// `/readyz`: its status and, on 503, the JSON error's message.
+async fn readiness(server: &Server) -> (StatusCode, String) {
+    let resp = client().get(server.at("/readyz")).send().await.unwrap();
+    let status = resp.status();
+    let body: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        assert_eq!(body["error"], "not_ready", "{body}");
+    }
+    (status, body["message"].as_str().unwrap_or_default().to_owned())
+}
+
 #[tokio::test]
 async fn a_failed_sync_of_a_partitions_files_poisons_only_it() {
     // A checkpoint after every commit: the WAL is synced at each.
     let args = ["--partitions", "2", "--synchronous", "full", "--checkpoint-pages", "1"];
     let Some(f) = Faulty::start("p0001.db-wal", &args).await else { return };
+    assert_eq!(f.readiness().await.0, StatusCode::OK);
     let [p0, p1] = &f.keys.clone();
     std::fs::write(&f.trigger, b"").unwrap();
     // Either the commit itself fails (SQLite syncs the WAL header when it reuses the WAL after
@@ -150,6 +171,9 @@ async fn a_failed_sync_of_a_partitions_files_poisons_only_it() {
     let (status, body) = f.put(&p1[11], "during").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     assert!(body.contains("poisoned"), "later writes are refused as poisoned: {body}");
+    let (status, reason) = f.readiness().await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "not ready with a poisoned partition");
+    assert!(reason.contains("partition 1 is poisoned") && !reason.contains("partition 0"), "{reason}");
     for key in &p0[10..15] {
         assert_eq!(f.put(key, "during").await.0, StatusCode::CREATED, "the other partition writes on");
     }
@@ -186,6 +210,8 @@ async fn a_failed_flush_of_the_commit_log_refuses_every_write() {
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "every partition refuses writes: {body}");
         assert!(body.contains("commit log"), "{body}");
     }
+    let (status, reason) = f.readiness().await;
+    assert!(status == StatusCode::SERVICE_UNAVAILABLE && reason.contains("commit log failed"), "{status} {reason}");
     f.reads_go_on().await;
     std::fs::remove_file(&f.trigger).unwrap();
     let (status, body) = f.put(&p1[11], "after").await;

@@ -78,6 +78,7 @@ async fn overload_answers_503_keeps_acknowledged_writes_and_bounded_memory() {
     };
 
     // A new connection per request: the connection cap, not keep-alive, decides who is served.
+    common::tls_provider();
     let client = reqwest::Client::builder()
         .no_proxy()
         .pool_max_idle_per_host(0)

@@ -23,7 +23,7 @@
 //!
 //! Cut moments are spread from the first server's start to the last one's kill, and a third of
 //! them are aimed, uniformly, into the windows where little time passes but much happens: each
-//! restart's recovery (from the server's start to its first `/healthz` answer) and the clean
+//! restart's recovery (from the server's start to its first `/readyz` 200) and the clean
 //! stop (SIGTERM to exit). So power is cut during a recovery, after one (a second cut, with the
 //! first one's aftermath still on the disk), and during and after a clean close. A cut in
 //! session k finds what the earlier sessions wrote and synced (and, per the model, their
@@ -160,7 +160,7 @@ struct Session {
     end: End,
     /// Just before the server was started.
     spawned: u64,
-    /// When it first answered `/healthz`: it had created or recovered the directory.
+    /// When it first answered `/readyz` 200: it had created or recovered the directory.
     ready: u64,
     /// When the load started (after the reads that settle the last session's unanswered writes).
     load: u64,
@@ -461,7 +461,7 @@ async fn run(synchronous: &'static str) -> Option<Report> {
 /// slices of the sessions' time, from the first server's start to the last one's kill (the
 /// gaps between sessions, when no server runs, left out); a third aimed uniformly into
 /// the short windows where the most happens per millisecond: each restart (start to first
-/// `/healthz` answer: recovery) and each orderly stop (SIGTERM to exit), taking turns.
+/// `/readyz` 200: recovery) and each orderly stop (SIGTERM to exit), taking turns.
 fn moments(sessions: &[Session], cuts: usize, rng: &mut Rng) -> Vec<(u64, Survival)> {
     let fate = |i: usize, rng: &mut Rng| match i % 4 {
         0 => Survival::Durable,

@@ -67,6 +67,7 @@ async fn slow_client(addr: std::net::SocketAddr, head: Vec<u8>, trickle: &'stati
 
 /// `connections_open` of `/stats`, asked on a fresh connection (which counts itself).
 async fn connections_open(server: &Server) -> i64 {
+    common::tls_provider();
     let client = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
     let stats: serde_json::Value =
         serde_json::from_slice(&client.get(server.at("/stats")).send().await.unwrap().bytes().await.unwrap()).unwrap();
@@ -93,6 +94,7 @@ async fn slow_and_broken_clients_are_cut_off_and_leak_nothing() {
     // Warm up: write and read keys of both partitions, so the lazily opened reader connections
     // exist before the baseline; connections that close after each request.
     {
+        common::tls_provider();
         let warm = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
         for i in 0..16u32 {
             let url = server.kv(format!("good-{i}").as_bytes());
@@ -114,6 +116,7 @@ async fn slow_and_broken_clients_are_cut_off_and_leak_nothing() {
         let (url, over, served) = (server.url.clone(), Arc::clone(&attack_over), Arc::clone(&served));
         tokio::spawn(async move {
             // A new connection per request, so the 300 ms idle timeout never races a reused one.
+            common::tls_provider();
             let client = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
             let mut i = 0u32;
             while !over.load(Ordering::Relaxed) {

@@ -381,6 +381,11 @@ impl CommitLog {
         self.lock().failed.is_some()
     }
 
+    /// Why the log refuses appends, if a write or sync of it failed.
+    pub fn failure(&self) -> Option<String> {
+        self.lock().failed.clone()
+    }
+
     /// The store closed cleanly (every partition checkpointed): makes that durable, records
     /// `applied` in the base file and removes every segment.
     pub fn close(&self, applied: &[u64]) -> Result<()> {

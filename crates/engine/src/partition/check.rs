@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use rusqlite::Connection;
 
@@ -16,7 +16,7 @@ use super::{sql, Partition};
 use crate::{config::IndexMode, index::entry, KeyHasher, Result};
 
 /// What `check` found in one partition.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionCheck {
     /// The partition.
     pub partition: u32,

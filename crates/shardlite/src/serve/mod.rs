@@ -1,73 +1,138 @@
-//! `shardlite serve`: resolve the settings, bind, open (or create) the data directory — or
-//! connect to PostgreSQL (`--backend postgres://...`) — run the HTTP server on a tokio runtime
-//! until SIGTERM or Ctrl-C, and return once the backend is closed.
+//! `shardlite serve`: resolve the settings, bind, serve at once (`/healthz` live, `/readyz`
+//! "opening") while the data directory opens (or is created) — or PostgreSQL is connected
+//! (`--backend postgres://...`) — then serve the storage on a tokio runtime until SIGTERM or
+//! Ctrl-C (re-reading the token file at SIGHUP), and return once the backend
+//! is closed.
 
 mod settings;
 
 use std::sync::Arc;
 
 use anyhow::Context;
-use shardlite_engine::Store;
+use shardlite_engine::{Config, CreateOptions, Store};
 #[cfg(feature = "postgres")]
 use shardlite_postgres::{PgBackend, PgOptions};
-use shardlite_server::{Backend, SqliteBackend};
+use shardlite_server::{Backend, Reload, SqliteBackend, Starting};
+use tokio::sync::Notify;
 
 pub use settings::ServeArgs;
 use settings::{Settings, Storage};
 
+use crate::logging;
+
 /// Runs the server until a shutdown signal; `Ok` after an orderly shutdown.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = settings::resolve(args)?;
+    let _logs = logging::init("info", settings.log.log_format, settings.log.access_log.as_deref())?;
+    if settings.token_on_command_line {
+        tracing::warn!(
+            "--auth-token on the command line is visible to every user of the machine (ps); \
+             prefer --auth-token-file or SHARDLITE_AUTH_TOKEN"
+        );
+    }
     // Bind before the (possibly long) store open, so a taken port fails at once.
     let listener = std::net::TcpListener::bind(settings.serve.listen)
         .with_context(|| format!("listening on {}", settings.serve.listen))?;
     listener.set_nonblocking(true)?;
-    // The bound address on stdout (also with `--listen 127.0.0.1:0`), for scripts and the bench.
-    println!("listening on http://{}", listener.local_addr()?);
-    let opened = match &settings.storage {
-        Storage::Data(dir) => Opened::Store(Arc::new(open_store(dir, &settings)?)),
-        #[cfg(feature = "postgres")]
-        Storage::Postgres { url, table, partitions, pool_size } => {
-            let defaults = PgOptions::new(url.clone());
-            Opened::Postgres(PgOptions {
-                table: table.clone().unwrap_or_else(|| defaults.table.clone()),
-                partitions: *partitions,
-                pool_size: pool_size.unwrap_or(defaults.pool_size),
-                max_value: settings.engine.max_value,
-                ..defaults
-            })
-        }
-    };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("shardlite-http");
     if let Some(n) = settings.runtime.worker_threads {
         runtime.worker_threads(n);
     }
-    runtime.build()?.block_on(async move {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        let backend: Arc<dyn Backend> = match opened {
-            Opened::Store(store) => Arc::new(SqliteBackend::new(store)),
-            #[cfg(feature = "postgres")]
-            Opened::Postgres(options) => Arc::new(PgBackend::connect(options).await?),
-        };
-        shardlite_server::run(listener, backend, settings.server, shutdown_signal()).await?;
-        anyhow::Ok(())
-    })
+    runtime.build()?.block_on(serve(listener, settings))
 }
 
-/// What will serve the records: an open store, or what to connect to (inside the runtime).
-enum Opened {
-    Store(Arc<Store>),
-    #[cfg(feature = "postgres")]
-    Postgres(PgOptions),
+/// Serves at once (`/healthz` answers, `/readyz` says "opening", storage requests 503) while
+/// the storage opens, then the storage; until a shutdown signal, or until opening failed.
+async fn serve(listener: std::net::TcpListener, settings: Settings) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
+    let scheme = if settings.server.tls_cert.is_some() { "https" } else { "http" };
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let starting = Starting::new(settings.engine.max_value);
+    let (reload, failed) = (Reload::default(), Arc::new(Notify::new()));
+    tokio::spawn(reload_on_hangup(reload.clone()));
+    let stop = {
+        let failed = Arc::clone(&failed);
+        async move {
+            tokio::select! {
+                () = shutdown_signal() => {}
+                () = failed.notified() => {}
+            }
+        }
+    };
+    let backend = Arc::clone(&starting) as Arc<dyn Backend>;
+    let mut server =
+        tokio::spawn(shardlite_server::run_reloading(listener, backend, settings.server.clone(), reload, stop));
+    let opening = open(&settings);
+    tokio::pin!(opening);
+    tokio::select! {
+        opened = &mut opening => match opened {
+            Ok(backend) => {
+                starting.ready(backend);
+                // The bound address on stdout (also with `--listen 127.0.0.1:0`), for scripts
+                // and the bench: once the storage is open and requests are served.
+                println!("listening on {scheme}://{addr}");
+                tracing::info!(%addr, "ready: the storage is open");
+            }
+            Err(err) => {
+                failed.notify_one();
+                server.await??;
+                return Err(err);
+            }
+        },
+        served = &mut server => {
+            // Shut down before the storage was open: let it open, then close it in order.
+            if let Ok(backend) = opening.await {
+                backend.close().await;
+            }
+            return Ok(served??);
+        }
+    }
+    server.await??;
+    Ok(())
+}
+
+/// Opens the storage: the data directory (created on first start), on a blocking thread, or a
+/// pool of PostgreSQL connections.
+async fn open(settings: &Settings) -> anyhow::Result<Arc<dyn Backend>> {
+    match &settings.storage {
+        Storage::Data(dir) => {
+            let (dir, create, engine) = (dir.clone(), settings.create, settings.engine.clone());
+            let store = tokio::task::spawn_blocking(move || open_store(&dir, create, engine)).await??;
+            Ok(Arc::new(SqliteBackend::new(Arc::new(store))))
+        }
+        #[cfg(feature = "postgres")]
+        Storage::Postgres { url, table, partitions, pool_size } => {
+            let defaults = PgOptions::new(url.clone());
+            let options = PgOptions {
+                table: table.clone().unwrap_or_else(|| defaults.table.clone()),
+                partitions: *partitions,
+                pool_size: pool_size.unwrap_or(defaults.pool_size),
+                max_value: settings.engine.max_value,
+                ..defaults
+            };
+            Ok(Arc::new(PgBackend::connect(options).await?))
+        }
+    }
 }
 
 /// Opens the data directory, creating it on first start. An existing directory keeps the
 /// partitions, index mode and seed its manifest records; one of them given and different is
 /// refused instead of guessed.
-fn open_store(dir: &std::path::Path, settings: &Settings) -> anyhow::Result<Store> {
-    Store::open_or_create(dir, settings.create, settings.engine.clone())
-        .with_context(|| format!("opening {}", dir.display()))
+fn open_store(dir: &std::path::Path, create: CreateOptions, engine: Config) -> anyhow::Result<Store> {
+    Store::open_or_create(dir, create, engine).with_context(|| format!("opening {}", dir.display()))
+}
+
+/// Asks the server to re-read its token file at every SIGHUP.
+async fn reload_on_hangup(reload: Reload) {
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(hangup) => hangup,
+        Err(err) => return tracing::error!(%err, "cannot listen for SIGHUP; the token file is read only at start"),
+    };
+    while hangup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading");
+        reload.request();
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).

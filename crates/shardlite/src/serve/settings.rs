@@ -9,6 +9,7 @@
 //! | the engine at run time | [`Config`] (engine) | Engine |
 //! | the HTTP layer | [`ServerOptions`] (server) | HTTP |
 //! | the async runtime | [`RuntimeOptions`] (here) | HTTP |
+//! | the logs | [`LogOptions`] (here) | Logs |
 //!
 //! From that one declaration come the flag (`--max-batch`), its environment variable
 //! (`SHARDLITE_MAX_BATCH`), its key in the `--config` TOML file (`max_batch`, at the top level)
@@ -23,7 +24,9 @@ use anyhow::Context;
 use clap::{parser::ValueSource, ArgMatches, Args, Command, FromArgMatches};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use shardlite_engine::{Config, CreateOptions};
-use shardlite_server::ServerOptions;
+use shardlite_server::{auth::TokenSource, ServerOptions};
+
+use crate::logging::LogFormat;
 
 /// Where the records are: a data directory, or (with the `postgres` feature) a PostgreSQL table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
@@ -64,12 +67,15 @@ pub struct ServeOptions {
     /// Address to listen on.
     #[arg(long)]
     pub listen: SocketAddr,
+    /// Allow a non-loopback --listen without any token: every route open to the network.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
         // Loopback only unless told otherwise.
-        Self { listen: SocketAddr::from(([127, 0, 0, 1], 8080)) }
+        Self { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), insecure_no_auth: false }
     }
 }
 
@@ -81,6 +87,19 @@ pub struct RuntimeOptions {
     /// Async runtime worker threads (unless given: one per CPU).
     #[arg(long)]
     pub worker_threads: Option<usize>,
+}
+
+/// The process's logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+#[command(next_help_heading = "Logs")]
+#[serde(default, deny_unknown_fields)]
+pub struct LogOptions {
+    /// Log lines as text or as JSON objects (colours only when stderr is a terminal).
+    #[arg(long, value_enum)]
+    pub log_format: LogFormat,
+    /// Append one line per request to this file (as --request-log logs them to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
 }
 
 /// The `--config` flag: the TOML file, which is no key of itself.
@@ -115,7 +134,8 @@ impl Args for ServeArgs {
         let cmd = layer(cmd, &CreateOptions::defaults());
         let cmd = layer(cmd, &Config::default());
         let cmd = layer(cmd, &ServerOptions::default());
-        layer(cmd, &RuntimeOptions::default())
+        let cmd = layer(cmd, &RuntimeOptions::default());
+        layer(cmd, &LogOptions::default())
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
@@ -186,6 +206,10 @@ pub struct Settings {
     pub server: ServerOptions,
     /// The async runtime.
     pub runtime: RuntimeOptions,
+    /// The logs.
+    pub log: LogOptions,
+    /// Whether the token was given as a flag (which `ps` shows): worth a warning.
+    pub token_on_command_line: bool,
 }
 
 /// Combines the flags and environment variables, the file they name (if any) and the defaults.
@@ -208,12 +232,31 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     let engine: Config = file.layer(&matches)?;
     let server: ServerOptions = file.layer(&matches)?;
     let runtime: RuntimeOptions = file.layer(&matches)?;
+    let log: LogOptions = file.layer(&matches)?;
     create.validate()?;
     engine.validate()?;
     anyhow::ensure!(server.max_connections > 0, "max_connections must be at least 1");
+    let mut server = server;
+    // The access log holds the request lines: the server must write them.
+    server.request_log |= log.access_log.is_some();
     anyhow::ensure!(server.auth_token.as_deref() != Some(""), "auth_token must not be empty");
+    anyhow::ensure!(
+        server.auth_token.is_none() || server.auth_token_file.is_none(),
+        "give auth_token or auth_token_file, not both"
+    );
+    server.tls_files().map_err(anyhow::Error::msg)?;
+    // Client certificates authenticate too: only holders of one signed by the CA connect.
+    let authenticated = server.token_source() != TokenSource::None || server.tls_client_ca.is_some();
+    anyhow::ensure!(
+        serve.listen.ip().is_loopback() || authenticated || serve.insecure_no_auth,
+        "refusing to listen on {} (not a loopback address) without a token: give --auth-token-file FILE \
+         (or SHARDLITE_AUTH_TOKEN, or --tls-client-ca), or --insecure-no-auth to serve every route to the \
+         network",
+        serve.listen
+    );
     let storage = storage(stored, &create)?;
-    Ok(Settings { storage, serve, create, engine, server, runtime })
+    let token_on_command_line = args.0.value_source("auth_token") == Some(ValueSource::CommandLine);
+    Ok(Settings { storage, serve, create, engine, server, runtime, log, token_on_command_line })
 }
 
 /// Where the records live: the data directory, or PostgreSQL's URL.
@@ -304,6 +347,7 @@ fn known_keys() -> Vec<&'static str> {
         fields::<Config>(),
         fields::<ServerOptions>(),
         fields::<RuntimeOptions>(),
+        fields::<LogOptions>(),
     ]
     .concat()
 }
@@ -566,6 +610,23 @@ mod tests {
         assert!(err.to_string().contains("page_size"), "{err}");
         assert!(parse(&["--data", "d", "--synchronous", "fast"]).is_err());
         assert!(parse(&["--data", "d", "--auth-token", ""]).is_err());
+    }
+
+    #[test]
+    fn a_non_loopback_address_needs_a_token_or_the_insecure_switch() {
+        let err = parse(&["--data", "d", "--listen", "0.0.0.0:8080"]).unwrap_err();
+        assert!(err.to_string().contains("--insecure-no-auth"), "{err}");
+        assert!(parse(&["--data", "d", "--listen", "[::1]:8080"]).is_ok(), "IPv6 loopback");
+        let open = parse(&["--data", "d", "--listen", "0.0.0.0:8080", "--insecure-no-auth"]).unwrap();
+        assert!(open.serve.insecure_no_auth);
+        let s = parse(&["--data", "d", "--listen", "10.0.0.1:8080", "--auth-token-file", "/etc/tokens"]).unwrap();
+        assert_eq!(s.server.token_source(), TokenSource::File(PathBuf::from("/etc/tokens")));
+        let mtls = ["--tls-cert", "c", "--tls-key", "k", "--tls-client-ca", "ca", "--listen", "0.0.0.0:8443"];
+        assert!(parse(&[&["--data", "d"][..], &mtls].concat()).is_ok(), "client certificates authenticate");
+        let err = parse(&["--data", "d", "--tls-cert", "c"]).unwrap_err();
+        assert!(err.to_string().contains("tls_key"), "{err}");
+        let err = parse(&["--data", "d", "--auth-token-file", "f", "--auth-token", "t"]).unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! A `shardlite serve` child process for the reliability tests: started on a free loopback port,
-//! waited for until it answers `/healthz`, killed (SIGKILL) or stopped (SIGTERM), and observed
+//! waited for until it answers `/readyz` (its storage open), killed (SIGKILL) or stopped (SIGTERM), and observed
 //! from `/proc/<pid>` (open file descriptors, resident memory).
 #![allow(dead_code)] // each test binary uses a part of it
 
@@ -13,7 +13,7 @@ use std::{
 /// The binary under test.
 pub const EXE: &str = env!("CARGO_BIN_EXE_shardlite");
 
-/// How long a server may take to answer `/healthz` after it was started.
+/// How long a server may take to be ready (`/readyz`) after it was started.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A running `shardlite serve`; killed if still running when dropped.
@@ -27,7 +27,7 @@ pub struct Server {
 
 impl Server {
     /// Starts `shardlite serve --data DIR --listen 127.0.0.1:PORT ARGS` on a free port and waits
-    /// until it answers `/healthz`. A port is found by binding port 0 and releasing it; if
+    /// until it is ready (`/readyz` 200). A port is found by binding port 0 and releasing it; if
     /// another process takes it meanwhile the child exits, and we retry on another port.
     pub async fn start(data: &Path, args: &[&str]) -> Self {
         Self::start_with_env(data, args, &[]).await
@@ -52,7 +52,7 @@ impl Server {
             let mut command = program();
             command.arg("serve").arg("--data").arg(data).arg("--listen").arg(addr.to_string()).args(args);
             command.envs(env.iter().copied());
-            if std::env::var_os("RUST_LOG").is_none() {
+            if std::env::var_os("RUST_LOG").is_none() && !env.iter().any(|(name, _)| *name == "RUST_LOG") {
                 command.env("RUST_LOG", "warn");
             }
             let child = command.stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap();
@@ -62,11 +62,11 @@ impl Server {
                 if server.child.try_wait().unwrap().is_some() {
                     break; // exited at start (the port was taken?): try another port
                 }
-                let health = probe.get(server.at("/healthz")).timeout(Duration::from_secs(1)).send().await;
-                if health.is_ok_and(|r| r.status() == reqwest::StatusCode::OK) {
+                let ready = probe.get(server.at("/readyz")).timeout(Duration::from_secs(1)).send().await;
+                if ready.is_ok_and(|r| r.status() == reqwest::StatusCode::OK) {
                     return server;
                 }
-                assert!(Instant::now() < deadline, "the server did not answer /healthz within {START_TIMEOUT:?}");
+                assert!(Instant::now() < deadline, "the server was not ready within {START_TIMEOUT:?}");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
@@ -136,6 +136,7 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 
 /// An HTTP client that ignores proxy settings and gives up on a request after 30 s.
 pub fn client() -> reqwest::Client {
+    tls_provider();
     reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().unwrap()
 }
 
@@ -173,4 +174,10 @@ pub fn schema_problems(report: &serde_json::Value) -> Vec<String> {
     let schema: serde_json::Value = serde_json::from_str(shardlite_bench::report::SCHEMA).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     validator.iter_errors(report).map(|e| format!("{}: {e}", e.instance_path())).collect()
+}
+
+/// Installs ring as the process's rustls provider, which reqwest (built with
+/// `rustls-no-provider` for `https://` URLs) needs before any client is built.
+pub fn tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

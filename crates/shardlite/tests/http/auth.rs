@@ -1,5 +1,7 @@
-//! `--auth-token`: every route but `/healthz` refuses a missing or wrong bearer token with 401
-//! and the `WWW-Authenticate: Bearer` challenge, and serves the right one.
+//! Bearer tokens: every route but `/healthz` refuses a missing or wrong bearer token with 401
+//! and the `WWW-Authenticate: Bearer` challenge and serves the right one (`--auth-token`, a
+//! token with every role); with `--auth-token-file`, each route serves the tokens holding its
+//! role and answers 403 to the others.
 
 use reqwest::{header, Method, StatusCode};
 use shardlite_server::ServerOptions;
@@ -51,4 +53,67 @@ async fn every_route_but_healthz_needs_the_token() {
 
     let health = server.client.get(server.at("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), StatusCode::OK, "/healthz needs no token");
+}
+
+/// One token per role, as a token file gives them.
+const TOKEN_FILE: &str = "# one token per role\nread r-token\nwrite w-token\nadmin a-token\nmetrics m-token\n";
+
+#[tokio::test]
+async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, TOKEN_FILE).unwrap();
+    let options = ServerOptions { auth_token_file: Some(file), ..ServerOptions::default() };
+    let server = TestServer::start_with(config(), options).await;
+    let kv = server.kv(&key(1));
+    let batch = r#"{"ops":[{"op":"get","key":"6b31"}]}"#;
+    // (method, url, body, the roles allowed)
+    let requests: [(Method, String, &str, &[&str]); 11] = [
+        (Method::GET, kv.clone(), "", &["read", "write"]),
+        (Method::HEAD, kv.clone(), "", &["read", "write"]),
+        (Method::PUT, kv.clone(), "v", &["write"]),
+        (Method::DELETE, kv.clone(), "", &["write"]),
+        (Method::POST, server.at("/batch"), batch, &["write"]),
+        (Method::GET, server.at("/keys?partition=0"), "", &["read", "write"]),
+        (Method::HEAD, server.at("/keys?partition=0"), "", &["read", "write"]),
+        (Method::GET, server.at("/export?partition=0"), "", &["read", "write"]),
+        (Method::GET, server.at("/admin/check"), "", &["admin"]),
+        (Method::GET, server.at("/stats"), "", &["metrics"]),
+        (Method::GET, server.at("/metrics"), "", &["metrics"]),
+    ];
+    for (method, url, body, allowed) in &requests {
+        for role in ["read", "write", "admin", "metrics"] {
+            let resp = server
+                .client
+                .request(method.clone(), url)
+                .bearer_auth(format!("{}-token", &role[..1]))
+                .body(*body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status();
+            if allowed.contains(&role) {
+                assert!(status.is_success() || status == StatusCode::NOT_FOUND, "{role} {method} {url}: {status}");
+            } else {
+                assert_eq!(status, StatusCode::FORBIDDEN, "{role} {method} {url}");
+                if *method != Method::HEAD {
+                    let (code, message) = error_of(resp).await;
+                    assert_eq!(code, "forbidden");
+                    assert!(message.contains('`'), "the message names the role: {message}");
+                }
+            }
+        }
+        let anonymous = server.client.request(method.clone(), url).body(*body).send().await.unwrap();
+        assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED, "{method} {url}");
+    }
+    for role in ["r", "w", "a", "m"] {
+        let health = server.client.get(server.at("/healthz")).bearer_auth(format!("{role}-token")).send();
+        assert_eq!(health.await.unwrap().status(), StatusCode::OK);
+        let unknown = server.client.get(server.at("/nope")).bearer_auth(format!("{role}-token")).send();
+        assert_eq!(unknown.await.unwrap().status(), StatusCode::NOT_FOUND, "a valid token learns the route is unknown");
+    }
+    assert_eq!(server.client.get(server.at("/healthz")).send().await.unwrap().status(), StatusCode::OK);
+    let stats = server.client.get(server.at("/stats")).bearer_auth("m-token").send().await.unwrap();
+    let stats = stats.text().await.unwrap();
+    assert!(!stats.contains("m-token") && !stats.contains("w-token"), "/stats must not reveal a token");
 }

@@ -220,6 +220,7 @@ fn fresh_table() -> String {
 /// An HTTP client that ignores proxy settings and gives up on a request after 20 s, so a
 /// request the server never answers fails the test instead of hanging it.
 pub fn client() -> reqwest::Client {
+    tls_provider();
     reqwest::Client::builder().no_proxy().timeout(std::time::Duration::from_secs(20)).build().unwrap()
 }
 
@@ -255,4 +256,10 @@ pub fn key(i: u32) -> Vec<u8> {
     let mut k = i.to_be_bytes().to_vec();
     k.resize(32, 0x6b);
     k
+}
+
+/// Installs ring as the process's rustls provider, which reqwest (built with
+/// `rustls-no-provider` for `https://` URLs) needs before any client is built.
+pub fn tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

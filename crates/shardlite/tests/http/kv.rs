@@ -246,6 +246,7 @@ async fn index_mode_none_accepts_only_unconditional_puts() {
 #[tokio::test]
 async fn http2_with_prior_knowledge_serves_the_same_api() {
     let server = TestServer::start(config()).await;
+    crate::common::tls_provider();
     let client = reqwest::Client::builder().no_proxy().http2_prior_knowledge().build().unwrap();
     let url = server.kv(&key(13));
     let resp = client.put(&url).body("h2").send().await.unwrap();

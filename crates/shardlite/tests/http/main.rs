@@ -14,5 +14,7 @@ mod limits;
 mod model;
 mod observability;
 mod overload;
+mod readiness;
 mod shutdown;
+mod tls;
 mod versions;

@@ -213,3 +213,65 @@ async fn metrics_carry_the_backends_own_figures(kind: Kind) {
     assert_eq!(sample(&text, "shardlite_pg_pool_waiting"), Some(0));
     assert!(text.contains("process_cpu_seconds_total"), "the process's metrics are still there");
 }
+
+/// The metric names `docs/http-api.md` documents, with `{a,b}` in a name expanded and a label
+/// set at its end (`{route,method,status}`) dropped.
+fn documented_metrics() -> Vec<String> {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/http-api.md")).unwrap();
+    let mut names = Vec::new();
+    for token in docs.split('`').skip(1).step_by(2) {
+        let mut expanded = vec![String::new()];
+        let mut rest = token;
+        while let Some(open) = rest.find('{') {
+            let close = rest[open..].find('}').map_or(rest.len(), |c| open + c);
+            if close + 1 >= rest.len() {
+                rest = &rest[..open];
+                break;
+            }
+            let (before, choices) = (&rest[..open], &rest[open + 1..close]);
+            expanded =
+                expanded.iter().flat_map(|e| choices.split(',').map(move |c| format!("{e}{before}{c}"))).collect();
+            rest = rest.get(close + 1..).unwrap_or_default();
+        }
+        names.extend(expanded.into_iter().map(|e| e + rest));
+    }
+    names
+}
+
+#[tokio::test]
+async fn every_metric_is_documented_with_the_build_and_process_metrics() {
+    let server = TestServer::start(config()).await;
+    server.client.put(server.kv(&key(1))).body("v").send().await.unwrap();
+    let text = server.client.get(server.at("/metrics")).send().await.unwrap().text().await.unwrap();
+    let documented = documented_metrics();
+    let mut seen: Vec<String> = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let name = line.split(['{', ' ']).next().unwrap();
+        // A histogram's series are documented under its name.
+        let family = ["_bucket", "_count", "_sum"].iter().fold(name, |n, suffix| n.strip_suffix(suffix).unwrap_or(n));
+        seen.push(if text.contains(&format!("# TYPE {family} histogram")) { family } else { name }.to_owned());
+    }
+    seen.dedup();
+    let undocumented: Vec<&String> = seen.iter().filter(|name| !documented.contains(name)).collect();
+    assert!(undocumented.is_empty(), "not documented in docs/http-api.md: {undocumented:?}");
+    for name in [
+        "shardlite_build_info",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_cpu_seconds_total",
+        "process_start_time_seconds",
+    ] {
+        assert!(seen.iter().any(|s| s == name), "{name} missing from\n{text}");
+    }
+    let value = |name: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(name)).unwrap();
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(value("shardlite_build_info"), 1.0);
+    assert!(text.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))), "{text}");
+    assert!(value("process_open_fds") >= 3.0 && value("process_max_fds") >= value("process_open_fds"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let started = value("process_start_time_seconds");
+    assert!(started > 1e9 && started <= now, "{started}");
+}
