@@ -19,6 +19,7 @@
 //! [`manifest`], [`layout`] and [`dirlock`] (what the directory is, where its files are, who has
 //! it open), [`config`], [`memory`] (the memory budget and its parts).
 
+pub mod backup;
 pub mod bulk;
 pub mod cache;
 mod checkpointer;

@@ -1,0 +1,102 @@
+//! Copying one partition's snapshot into a backup directory: its database through SQLite's
+//! online backup API, step by step at the pace asked for, and its index file, merged so that it
+//! covers exactly the snapshot's records.
+
+use std::{
+    collections::HashSet,
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use rusqlite::backup::{Backup, StepResult};
+
+use super::{FileEntry, Progress};
+use crate::{
+    index::{self, entry},
+    keyhash::KeyHasher,
+    layout,
+    partition::{snapshot::Snapshot, sql},
+    Error, Result,
+};
+
+/// Pages copied per step of the backup API: 4 MiB at 4 KiB pages, so progress and pacing are
+/// fine-grained while the per-step overhead stays negligible.
+const STEP_PAGES: i32 = 1024;
+
+/// Keeps a backup at or below its rate: after each step, sleeps until the bytes written so far
+/// are due.
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    rate: Option<u64>,
+    started: Instant,
+    bytes: u64,
+}
+
+impl Pacer {
+    /// A pacer of `rate` bytes per second (`None`: no limit), starting now.
+    pub(crate) fn new(rate: Option<u64>) -> Self {
+        Self { rate: rate.filter(|r| *r > 0), started: Instant::now(), bytes: 0 }
+    }
+
+    /// `bytes` more were written: waits until they are due.
+    pub(crate) fn wrote(&mut self, bytes: u64) {
+        self.bytes += bytes;
+        let Some(rate) = self.rate else { return };
+        let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
+        if let Some(wait) = due.checked_sub(self.started.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+}
+
+/// Copies the snapshot's database into `path` (a new file), synced; its entry for the manifest.
+pub(crate) fn database(snap: &Snapshot, path: &Path, pacer: &mut Pacer, progress: &Progress) -> Result<FileEntry> {
+    let page_size = sql::page_size(&snap.conn)?;
+    let mut target = sql::open_backup_target(path)?;
+    {
+        // The backup reads inside the snapshot's open read transaction: every step sees the
+        // same moment, however long the copy is paced out.
+        let backup = Backup::new(&snap.conn, &mut target)?;
+        let mut copied = 0u64;
+        loop {
+            progress.go_on()?;
+            let step = backup.step(STEP_PAGES)?;
+            let p = backup.progress();
+            let now = (p.pagecount - p.remaining).max(0) as u64;
+            let bytes = (now - copied.min(now)) * page_size;
+            copied = now;
+            progress.wrote(bytes);
+            pacer.wrote(bytes);
+            match step {
+                StepResult::Done => break,
+                StepResult::More => {}
+                // The target is ours alone and the source is read in a transaction already
+                // open: neither can be busy; retried all the same.
+                StepResult::Busy | StepResult::Locked => std::thread::sleep(Duration::from_millis(1)),
+                _ => return Err(Error::Backup(format!("{}: the backup API stopped unexpectedly", path.display()))),
+            }
+        }
+    }
+    target.close().map_err(|(_, e)| Error::from(e))?;
+    layout::sync_file(path)?;
+    file_entry(path)
+}
+
+/// Writes the snapshot's index file at `path`: the index file of the snapshot's moment, plus
+/// the snapshot's records above its watermark, less its tombstones, covering every id up to
+/// the last one assigned. `None` for a partition without the compact index.
+pub(crate) fn index(snap: &Snapshot, path: &Path, hasher: KeyHasher) -> Result<Option<FileEntry>> {
+    let Some(file) = &snap.index_file else { return Ok(None) };
+    let mut recent = Vec::new();
+    sql::scan_keys(&snap.conn, file.header().watermark, |id, key| {
+        recent.push(entry(hasher.locate(key).fingerprint, id));
+    })?;
+    let dead: HashSet<u32> = sql::tombstones(&snap.conn)?.0.into_iter().collect();
+    index::write_snapshot(path, file, recent, &dead, snap.next_id - 1)?;
+    file_entry(path).map(Some)
+}
+
+fn file_entry(path: &Path) -> Result<FileEntry> {
+    let (dir, name) = (path.parent().unwrap_or(Path::new(".")), path.file_name().unwrap_or_default());
+    FileEntry::of(dir, &name.to_string_lossy())
+}
