@@ -20,6 +20,8 @@ pub enum Route {
     Stats,
     /// `/metrics`: GET, HEAD.
     Metrics,
+    /// `/admin/backup`: POST starts a backup, GET and HEAD answer its status; role "admin".
+    AdminBackup,
     /// Any other path: 404.
     Unknown,
 }
@@ -36,6 +38,7 @@ impl Route {
             "/keys" => Route::Keys,
             "/stats" => Route::Stats,
             "/metrics" => Route::Metrics,
+            "/admin/backup" => Route::AdminBackup,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
             _ => Route::Unknown,
         }
@@ -50,6 +53,7 @@ impl Route {
             Route::Healthz => "/healthz",
             Route::Stats => "/stats",
             Route::Metrics => "/metrics",
+            Route::AdminBackup => "/admin/backup",
             Route::Unknown => "unknown",
         }
     }
@@ -61,6 +65,7 @@ impl Route {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
             Route::Batch => (*method == Method::POST, "POST"),
+            Route::AdminBackup => (matches!(*method, Method::GET | Method::HEAD | Method::POST), "GET, HEAD, POST"),
             Route::Healthz | Route::Stats | Route::Metrics | Route::Keys => {
                 (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
             }

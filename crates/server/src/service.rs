@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration, time::Instant};
 use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
 
 use crate::{
-    batch,
+    admin, batch,
     error::ApiError,
     keys, kv,
     response::{self, Response},
@@ -59,6 +59,10 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         Route::Keys => keys::handle(state, req.uri().query()).await,
         Route::Stats => stats::handle(state).await,
         Route::Metrics => metrics(state).await,
+        Route::AdminBackup => {
+            let (parts, body) = req.into_parts();
+            admin::backup(state, &parts.method, body).await
+        }
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
 }

@@ -1,11 +1,13 @@
 //! The `shardlite` binary: parses the command line and hands each subcommand to its crate.
 
+mod backup;
 mod check;
 mod export;
 mod import;
 mod load;
 mod progress;
 mod records;
+mod restore;
 mod serve;
 mod stats;
 
@@ -44,6 +46,11 @@ enum Command {
     Stats(stats::StatsArgs),
     /// Verify every partition of a data directory: SQLite integrity and index <-> data.
     Check(check::CheckArgs),
+    /// Back up a running server (--url) or a data directory no server has open (--data):
+    /// every partition, its index and a checksummed manifest (docs/operations.md).
+    Backup(backup::BackupArgs),
+    /// Make a new data directory from a backup, verifying every checksum (docs/operations.md).
+    Restore(restore::RestoreArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,5 +76,7 @@ fn main() -> anyhow::Result<()> {
         Command::Export(args) => export::run(args),
         Command::Stats(args) => stats::run(args),
         Command::Check(args) => check::run(args),
+        Command::Backup(args) => backup::run(args),
+        Command::Restore(args) => restore::run(args),
     }
 }

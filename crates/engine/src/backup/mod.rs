@@ -132,6 +132,22 @@ pub struct Summary {
     pub longest_stall_us: u64,
 }
 
+/// Refuses a destination for a backup or a restore that exists and is not an empty directory.
+pub fn check_destination(dir: &Path) -> Result<()> {
+    if dir.file_name().is_none() {
+        return Err(Error::Backup(format!("{} names no directory", dir.display())));
+    }
+    let empty = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(Error::io(dir, &e)),
+    };
+    match empty {
+        true => Ok(()),
+        false => Err(Error::Backup(format!("{} is not empty: give a new or empty directory", dir.display()))),
+    }
+}
+
 /// A destination being written: `.NAME.partial` beside it, renamed to it once complete.
 pub(crate) struct Destination {
     dir: PathBuf,
@@ -142,17 +158,7 @@ impl Destination {
     /// Refuses a destination that exists and is not an empty directory; starts its partial
     /// directory (removing one a crashed backup or restore left).
     pub(crate) fn prepare(dir: &Path) -> Result<Self> {
-        if dir.file_name().is_none() {
-            return Err(Error::Backup(format!("{} names no directory", dir.display())));
-        }
-        let empty = match std::fs::read_dir(dir) {
-            Ok(mut entries) => entries.next().is_none(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-            Err(e) => return Err(Error::io(dir, &e)),
-        };
-        if !empty {
-            return Err(Error::Backup(format!("{} is not empty: give a new or empty directory", dir.display())));
-        }
+        check_destination(dir)?;
         let partial = layout::partial_dir(dir);
         if partial.exists() {
             tracing::warn!(path = %partial.display(), "removing what an interrupted backup or restore left");
