@@ -128,9 +128,13 @@ impl BackupManifest {
 impl FileEntry {
     /// The entry of the file `name` in `dir`, as it is on disk now.
     pub fn of(dir: &Path, name: &str) -> Result<Self> {
-        let path = dir.join(name);
-        let (bytes, crc) = checksum(&path)?;
-        Ok(Self { name: name.to_owned(), bytes, crc32c: hex(crc) })
+        let (bytes, crc) = checksum(&dir.join(name))?;
+        Ok(Self::new(name.to_owned(), bytes, crc))
+    }
+
+    /// The entry of a file `name` of `bytes` whose crc32c is `crc`.
+    pub fn new(name: String, bytes: u64, crc: u32) -> Self {
+        Self { name, bytes, crc32c: hex(crc) }
     }
 
     /// Refuses `path` unless it has this entry's length and crc32c (`bytes` read and `crc`

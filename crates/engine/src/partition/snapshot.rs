@@ -3,12 +3,21 @@
 //! commits ([`take`]), so the two agree exactly: every entry of the file is a record of the
 //! snapshot or tombstoned in it (tombstones are only cleared on the writer thread, after the
 //! merge that dropped their entries), and every record of the snapshot above the file's
-//! watermark is one the backup adds to the index it writes. Taking it costs the writer one
-//! `BEGIN` and one read of `meta` (the stall measured in `stalled`); the copy that follows runs
-//! on the backup's thread while the writer goes on committing (WAL mode: a reader never blocks
-//! the writer, but holds back checkpoints past its snapshot until it ends).
+//! watermark is one the backup adds to the index it writes.
+//!
+//! Just before, the writer checkpoints (PASSIVE: the backup's thread has checkpointed already,
+//! so only what was committed since is copied). If that copied the whole WAL, the read
+//! transaction starts on what SQLite calls read-mark 0: it reads the database file alone, and
+//! no checkpoint may write into that file until it ends (a checkpoint needs that lock
+//! exclusively), while the writer goes on appending to the WAL. The database file is then
+//! itself the snapshot, unchanging, and the backup copies it as a file ([`Snapshot::file_is_snapshot`]).
+//! Otherwise (a long reader kept frames in the WAL) the backup reads the snapshot through
+//! SQLite's backup API. The writer's stall (the checkpoint's tail, one `BEGIN`, one read of
+//! `meta`) is measured in `stalled`. A snapshot holds checkpoints back until it ends: the WAL
+//! grows meanwhile by what is committed to the partition.
 
 use std::{
+    path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -30,6 +39,11 @@ pub struct Snapshot {
     pub records: u64,
     /// How long the writer was held up taking it.
     pub stalled: Duration,
+    /// The partition's database file.
+    pub db_path: PathBuf,
+    /// The database file alone is the snapshot and stays unchanged while `conn`'s transaction
+    /// lasts: it may be copied as a file.
+    pub file_is_snapshot: bool,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -38,11 +52,21 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
-/// Takes the snapshot of `partition` through `conn` (a read connection of its own). Call on the
-/// partition's writer thread, between rounds: nothing commits meanwhile.
-pub fn take(partition: &Partition, conn: Connection) -> Result<Snapshot> {
+/// Takes the snapshot of `partition` through `conn` (a read connection of its own), after a
+/// checkpoint through `writer` (the writer's connection). Call on the partition's writer
+/// thread, between rounds: nothing commits meanwhile.
+pub fn take(partition: &Partition, writer: &Connection, conn: Connection) -> Result<Snapshot> {
     let started = Instant::now();
+    let file_is_snapshot = sql::checkpoint_passive(writer)?;
     let index_file = partition.index.as_ref().map(|index| index.file());
     let (next_id, records) = sql::begin_snapshot(&conn)?;
-    Ok(Snapshot { conn, index_file, next_id, records, stalled: started.elapsed() })
+    Ok(Snapshot {
+        conn,
+        index_file,
+        next_id,
+        records,
+        stalled: started.elapsed(),
+        db_path: partition.db_path.clone(),
+        file_is_snapshot,
+    })
 }

@@ -605,7 +605,8 @@ impl WriterThread {
                 let _ = reply.send(check::run(&writer.partition, &writer.conn, writer.hasher));
             }
             Job::Snapshot { partition, conn, reply } => {
-                let _ = reply.send(snapshot::take(&self.writer(partition).partition, *conn));
+                let writer = self.writer(partition);
+                let _ = reply.send(snapshot::take(&writer.partition, &writer.conn, *conn));
             }
             Job::Freeze { partition, reply } => {
                 let froze = self.writer(partition).partition.index.as_ref().is_some_and(|i| i.freeze_if(1));

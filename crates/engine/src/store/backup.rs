@@ -9,7 +9,7 @@ use crate::{
     layout::{Layout, MANIFEST},
     manifest::unix_seconds,
     partition::{sql, writer::Job},
-    Result,
+    Error, JournalMode, Result,
 };
 
 impl Store {
@@ -18,6 +18,13 @@ impl Store {
     /// second, reporting to `progress` (which may cancel it). Writes go on meanwhile. On any
     /// failure nothing is left at `to`.
     pub fn backup(&self, to: &Path, options: &BackupOptions, progress: &Progress) -> Result<Summary> {
+        if self.config.journal != JournalMode::Wal {
+            return Err(Error::Backup(
+                "backups need journal = wal: with the rollback journal, a partition's snapshot would hold its \
+                 writer up for the whole copy"
+                    .into(),
+            ));
+        }
         let started = Instant::now();
         let destination = Destination::prepare(to)?;
         let estimates: Vec<u64> = self.shared.partitions.iter().map(|p| estimate(p)).collect();
@@ -82,6 +89,12 @@ impl Store {
     ) -> Result<PartitionEntry> {
         progress.go_on()?;
         let partition = &self.shared.partitions[p as usize];
+        // Most of the WAL into the database now, off the writer: its own checkpoint when it
+        // takes the snapshot then only copies what is committed meanwhile.
+        let precheckpoint = sql::open_checkpointer(&partition.db_path, &self.config);
+        if let Err(err) = precheckpoint.and_then(|conn| sql::checkpoint_passive(&conn)) {
+            tracing::warn!(partition = p, %err, "checkpoint before the backup's snapshot failed");
+        }
         let conn = Box::new(sql::open_reader(&partition.db_path, &self.config)?);
         let snap = self.shared.control(p, |reply| Job::Snapshot { partition: p, conn, reply })??;
         progress.stalled(snap.stalled);
