@@ -6,14 +6,14 @@
 use std::{
     collections::HashSet,
     fs::File,
-    io::{Read, Write},
+    io::Write,
     path::Path,
     time::{Duration, Instant},
 };
 
 use rusqlite::backup::{Backup, StepResult};
 
-use super::{FileEntry, Progress};
+use super::{read_chunks, FileEntry, Progress};
 use crate::{
     index::{self, entry},
     keyhash::KeyHasher,
@@ -25,8 +25,10 @@ use crate::{
 /// Pages copied per step of the backup API: 4 MiB at 4 KiB pages, so progress and pacing are
 /// fine-grained while the per-step overhead stays negligible.
 const STEP_PAGES: i32 = 1024;
-/// Bytes read and written at a time by a file copy: 4 MiB, as one step of the backup API.
-const COPY_CHUNK: usize = 4 << 20;
+/// A file copy syncs what it wrote every this many bytes, so that a partition of many gigabytes
+/// never leaves them all dirty in the page cache for one flush (which the server's own fsyncs
+/// would queue behind). On the 1.6 GB directory measured it changed neither rate.
+const SYNC_EVERY: u64 = 64 << 20;
 
 /// Keeps a backup at or below its rate: after each step, sleeps until the bytes written so far
 /// are due.
@@ -64,22 +66,19 @@ pub(crate) fn database(snap: &Snapshot, path: &Path, pacer: &mut Pacer, progress
 
 /// Copies the file `from` (unchanging meanwhile) into `to`, computing its crc32c on the way.
 fn copy_file(from: &Path, to: &Path, pacer: &mut Pacer, progress: &Progress) -> Result<FileEntry> {
-    let mut input = File::open(from).map_err(|e| Error::io(from, &e))?;
     let mut output = File::create(to).map_err(|e| Error::io(to, &e))?;
-    let mut buf = vec![0u8; COPY_CHUNK];
-    let (mut bytes, mut crc) = (0u64, 0u32);
-    loop {
+    let mut written = 0u64;
+    let (bytes, crc) = read_chunks(from, |chunk| {
         progress.go_on()?;
-        let n = input.read(&mut buf).map_err(|e| Error::io(from, &e))?;
-        if n == 0 {
-            break;
+        output.write_all(chunk).map_err(|e| Error::io(to, &e))?;
+        written += chunk.len() as u64;
+        if written % SYNC_EVERY < chunk.len() as u64 {
+            output.sync_data().map_err(|e| Error::io(to, &e))?;
         }
-        output.write_all(&buf[..n]).map_err(|e| Error::io(to, &e))?;
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
-        bytes += n as u64;
-        progress.wrote(n as u64);
-        pacer.wrote(n as u64);
-    }
+        progress.wrote(chunk.len() as u64);
+        pacer.wrote(chunk.len() as u64);
+        Ok(())
+    })?;
     output.sync_all().map_err(|e| Error::io(to, &e))?;
     let name = to.file_name().unwrap_or_default().to_string_lossy().into_owned();
     Ok(FileEntry::new(name, bytes, crc))

@@ -158,8 +158,14 @@ impl FileEntry {
 
 /// `(length, crc32c)` of a file, read sequentially.
 fn checksum(path: &Path) -> Result<(u64, u32)> {
+    read_chunks(path, |_| Ok(()))
+}
+
+/// Reads the file `path` from start to end, handing each chunk (4 MiB at most) to `each`;
+/// returns its length and crc32c.
+pub(crate) fn read_chunks(path: &Path, mut each: impl FnMut(&[u8]) -> Result<()>) -> Result<(u64, u32)> {
     let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; CHUNK];
     let (mut bytes, mut crc) = (0u64, 0u32);
     loop {
         let n = file.read(&mut buf).map_err(|e| Error::io(path, &e))?;
@@ -168,8 +174,12 @@ fn checksum(path: &Path) -> Result<(u64, u32)> {
         }
         crc = crc32c::crc32c_append(crc, &buf[..n]);
         bytes += n as u64;
+        each(&buf[..n])?;
     }
 }
+
+/// Bytes read at a time: 4 MiB, as one step of SQLite's backup API in a backup.
+const CHUNK: usize = 4 << 20;
 
 fn hex(crc: u32) -> String {
     format!("{crc:08x}")

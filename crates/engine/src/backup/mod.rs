@@ -31,6 +31,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 pub(crate) use copy::{database, index, Pacer};
+use manifest::read_chunks;
 pub use manifest::{BackupManifest, FileEntry, PartitionEntry, BACKUP_FORMAT_VERSION};
 pub use restore::restore;
 

@@ -3,11 +3,11 @@
 
 use std::{
     fs::File,
-    io::{Read, Write},
+    io::Write,
     path::{Path, PathBuf},
 };
 
-use super::{BackupManifest, Destination, FileEntry, Progress};
+use super::{read_chunks, BackupManifest, Destination, FileEntry, Progress};
 use crate::{
     layout::{Layout, MANIFEST},
     Error, Manifest, Result,
@@ -90,26 +90,16 @@ fn copy_all(backup: &BackupManifest, from: &Path, partial: &Path, progress: &Pro
 /// Copies one file of the backup into `to`, checking its length and crc32c on the way; synced.
 fn copy_verified(entry: &FileEntry, from: &Path, to: &Path, progress: &Progress) -> Result<()> {
     let source = entry.path(from);
-    let mut input = File::open(&source).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            Error::Backup(format!("{}: missing: the backup is incomplete", source.display()))
-        }
-        _ => Error::io(&source, &e),
-    })?;
+    if !source.exists() {
+        return Err(Error::Backup(format!("{}: missing: the backup is incomplete", source.display())));
+    }
     let target: PathBuf = entry.path(to);
     let mut output = File::create(&target).map_err(|e| Error::io(&target, &e))?;
-    let mut buf = vec![0u8; 1 << 20];
-    let (mut bytes, mut crc) = (0u64, 0u32);
-    loop {
-        let n = input.read(&mut buf).map_err(|e| Error::io(&source, &e))?;
-        if n == 0 {
-            break;
-        }
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
-        bytes += n as u64;
-        output.write_all(&buf[..n]).map_err(|e| Error::io(&target, &e))?;
-        progress.wrote(n as u64);
-    }
+    let (bytes, crc) = read_chunks(&source, |chunk| {
+        output.write_all(chunk).map_err(|e| Error::io(&target, &e))?;
+        progress.wrote(chunk.len() as u64);
+        Ok(())
+    })?;
     entry.verify(&source, bytes, crc)?;
     output.sync_all().map_err(|e| Error::io(&target, &e))
 }
