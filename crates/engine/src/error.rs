@@ -117,6 +117,10 @@ pub enum Error {
     /// The store is shutting down or closed.
     #[error("the store is closed")]
     Closed,
+    /// A backup or a restore was refused or failed: a destination that is not empty, a backup
+    /// that is incomplete or damaged (naming the file), a cancelled backup.
+    #[error("{0}")]
+    Backup(String),
     /// An import was refused: a duplicate key under `--on-duplicate error`, or an interrupted
     /// import is pending.
     #[error("import refused: {0}")]

@@ -15,6 +15,11 @@
 //! DIR/import.staging/       an import's parsed input, complete: being applied, or interrupted
 //!   import.toml, pNNNN.run  its plan, and each partition's records
 //! ```
+//!
+//! A backup directory (crate::backup) holds `shardlite.toml`, each partition's `pNNNN.db` (no
+//! WAL: complete in itself) and `pNNNN.idx`, and `backup.toml` (its manifest, written last). A
+//! backup or a restore is written into a sibling `.NAME.partial` directory and renamed to NAME
+//! once complete.
 
 use std::{
     fs::{self, File},
@@ -125,6 +130,11 @@ impl Layout {
         staging.join(format!("p{p:04}.b{b:04}"))
     }
 
+    /// A backup's manifest (in a backup directory).
+    pub fn backup_manifest(&self) -> PathBuf {
+        self.dir.join("backup.toml")
+    }
+
     /// The commit log's segments, `(sequence, path)` in sequence order.
     pub fn log_segments(&self) -> Result<Vec<(u64, PathBuf)>> {
         let entries = match fs::read_dir(&self.dir) {
@@ -178,6 +188,13 @@ pub fn tmp_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".tmp");
     PathBuf::from(name)
+}
+
+/// The directory a backup or restore into `dir` is written in before it is renamed to `dir`:
+/// `.NAME.partial` beside it, so a half-written one never has the name of a complete one.
+pub fn partial_dir(dir: &Path) -> PathBuf {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    dir.with_file_name(format!(".{name}.partial"))
 }
 
 /// fsyncs `path` if it exists (a WAL that a checkpoint or a close removed holds nothing to

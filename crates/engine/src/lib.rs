@@ -17,8 +17,10 @@
 //! (SQL, writer, readers, recovery, the WAL check, check), [`cache`] (recently read records),
 //! [`index`] (the compact index and its file format),
 //! [`manifest`], [`layout`] and [`dirlock`] (what the directory is, where its files are, who has
-//! it open), [`config`], [`memory`] (the memory budget and its parts).
+//! it open), [`config`], [`memory`] (the memory budget and its parts), [`backup`] (backups of an
+//! open store, each partition from a snapshot its writer takes, and their restore).
 
+pub mod backup;
 pub mod bin_format;
 pub mod bulk;
 pub mod cache;

@@ -85,24 +85,14 @@ impl Manifest {
 
     /// Writes the manifest atomically.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let body = toml::to_string(self).map_err(|e| Error::Config(e.to_string()))?;
-        let text = format!("{body}{CHECKSUM_PREFIX}{:08x}\"\n", crc32c::crc32c(body.as_bytes()));
-        layout::replace_file(path, |f| std::io::Write::write_all(f, text.as_bytes()))
+        write_checksummed(path, self)
     }
 
     /// Reads and verifies a manifest.
     pub fn read(path: &Path) -> Result<Self> {
         let bad = |message: String| Error::Manifest { path: path.to_owned(), message };
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, &e))?;
-        let split = text
-            .rfind(CHECKSUM_PREFIX)
-            .ok_or_else(|| bad("no checksum line: not a shardlite manifest, or truncated".into()))?;
-        let (body, tail) = text.split_at(split);
-        let stored = tail[CHECKSUM_PREFIX.len()..].trim_end().trim_end_matches('"');
-        let actual = format!("{:08x}", crc32c::crc32c(body.as_bytes()));
-        if stored != actual {
-            return Err(bad(format!("checksum mismatch (stored {stored}, computed {actual}): the file is damaged")));
-        }
+        let body = checked_body(&text).map_err(bad)?;
         #[derive(Deserialize)]
         struct Version {
             format_version: u32,
@@ -144,7 +134,29 @@ impl Manifest {
     }
 }
 
-fn unix_seconds() -> u64 {
+/// Writes `value` as TOML followed by the checksum line, atomically: the form of the manifest
+/// and of a backup's manifest.
+pub(crate) fn write_checksummed(path: &Path, value: &impl Serialize) -> Result<()> {
+    let body = toml::to_string(value).map_err(|e| Error::Config(e.to_string()))?;
+    let text = format!("{body}{CHECKSUM_PREFIX}{:08x}\"\n", crc32c::crc32c(body.as_bytes()));
+    layout::replace_file(path, |f| std::io::Write::write_all(f, text.as_bytes()))
+}
+
+/// The TOML before the checksum line of `text`, once the checksum matches; else what is wrong.
+pub(crate) fn checked_body(text: &str) -> std::result::Result<&str, String> {
+    let split = text
+        .rfind(CHECKSUM_PREFIX)
+        .ok_or_else(|| "no checksum line: not a shardlite manifest, or truncated".to_owned())?;
+    let (body, tail) = text.split_at(split);
+    let stored = tail[CHECKSUM_PREFIX.len()..].trim_end().trim_end_matches('"');
+    let actual = format!("{:08x}", crc32c::crc32c(body.as_bytes()));
+    if stored != actual {
+        return Err(format!("checksum mismatch (stored {stored}, computed {actual}): the file is damaged"));
+    }
+    Ok(body)
+}
+
+pub(crate) fn unix_seconds() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 

@@ -9,6 +9,7 @@
 //! ([`crate::dirlock`]); closing (or dropping) the store stops the maintenance thread, lets the
 //! writers finish every queued job, checkpoints, closes, and releases the lock.
 
+mod backup;
 mod scan;
 
 pub use scan::Scanned;

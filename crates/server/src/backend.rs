@@ -6,11 +6,11 @@
 //! and report typed [`Figures`]; the handlers alone turn those into statuses, JSON and
 //! OpenMetrics. The seam knows no output format and imports no handler.
 
-use std::{future::Future, pin::Pin};
+use std::{future::Future, path::PathBuf, pin::Pin};
 
-use shardlite_engine::{Op, Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN};
+use shardlite_engine::{backup::BackupOptions, Op, Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN};
 
-use crate::figures::Figures;
+use crate::{backup_job::BackupStatus, figures::Figures};
 
 /// A boxed, sendable future: what the object-safe [`Backend`] methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -83,6 +83,10 @@ pub enum BackendError {
     /// The request's query asks for something that is not there (a partition out of range).
     #[error("{0}")]
     BadQuery(String),
+    /// The storage cannot do it in its present state (a backup already running, a backup
+    /// destination that is not empty).
+    #[error("{0}")]
+    Conflict(String),
     /// This backend does not serve the operation at all.
     #[error("{0}")]
     NotImplemented(String),
@@ -166,6 +170,26 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// to a closed directory.
     fn check(&self) -> BoxFuture<'_, BackendResult<Vec<PartitionCheck>>> {
         Box::pin(async move { Err(BackendError::NotImplemented(format!("the {} backend has no check", self.name()))) })
+    }
+
+    /// Starts a backup of all the storage into the directory `to` on the server's machine (new
+    /// or empty), running on after the answer: its status at the start.
+    fn start_backup(&self, to: PathBuf, options: BackupOptions) -> BoxFuture<'_, BackendResult<BackupStatus>> {
+        let _ = (to, options);
+        Box::pin(async move { Err(self.no_backups()) })
+    }
+
+    /// The status of the backup running or last run.
+    fn backup_status(&self) -> BoxFuture<'_, BackendResult<BackupStatus>> {
+        Box::pin(async move { Err(self.no_backups()) })
+    }
+
+    /// What a backend without backups answers.
+    fn no_backups(&self) -> BackendError {
+        BackendError::NotImplemented(format!(
+            "the {} backend does not make backups through shardlite: use the database's own tools",
+            self.name()
+        ))
     }
 
     /// The backend's figures now, for `/stats` and `/metrics`.

@@ -151,6 +151,7 @@ impl From<BackendError> for ApiError {
             BackendError::Sqlite(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "sqlite_error", message),
             BackendError::Database(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "database_error", message),
             BackendError::BadQuery(_) => Self::new(StatusCode::BAD_REQUEST, "bad_query", message),
+            BackendError::Conflict(_) => Self::new(StatusCode::CONFLICT, "conflict", message),
             BackendError::NotImplemented(_) => Self::new(StatusCode::NOT_IMPLEMENTED, "not_implemented", message),
             // Internal and any variant added later: none is the client's doing.
             _ => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),

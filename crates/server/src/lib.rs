@@ -1,5 +1,6 @@
-//! shardlite's HTTP server: the key-value API (`/kv/{key}`, `/batch`, `/keys`, `/healthz`,
-//! `/readyz`, `/stats`, `/metrics`) over a [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
+//! shardlite's HTTP server: the key-value API (`/kv/{key}`, `/batch`, `/keys`, `/export`,
+//! `/healthz`, `/readyz`, `/stats`, `/metrics`, `/admin/check`, `/admin/backup`) over a
+//! [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
 //! [`shardlite_engine::Store`]) or PostgreSQL (`PgBackend`, crate `shardlite-postgres`). `docs/http-api.md` is
 //! the contract.
 //!
@@ -12,23 +13,28 @@
 //!        POST /batch  store.submit_batch   full => 503 + Retry-After at once) ──> Pending.await,
 //!                                          resolved after the group commit
 //!        /stats, /metrics ── spawn_blocking (they stat the store's files)
+//!        POST /admin/backup ── a backup thread (Store::backup), answered at once; GET: its status
 //!  shutdown ──> stop accepting ──> finish in-flight requests ──> backend.close() (SQLite: commit
 //!               what is queued, checkpoint) ──> run returns
 //! ```
 //!
 //! No handler runs SQLite or other blocking work on the async runtime's threads. Modules:
 //! [`backend`] (the storage trait and its error), [`figures`] (what a backend reports),
-//! [`sqlite`] (the engine's backend), `starting` (serving before the storage is open),
-//! [`server`] (accept loop, limits, reloads, shutdown), [`tls`] (rustls: certificate, ALPN,
-//! client certificates), `service` (one request: route, token and role, metrics), `state` (what
-//! handlers share), `routes` (paths, methods, roles), `kv`, `batch`, `keys`, `export`, `stats`
-//! and `metrics` (the routes), `conditional` (If-Match and If-None-Match), `key` (hex keys),
-//! `body` (bounded body reads), [`error`] (every error's status and JSON body), [`auth`] (tokens
-//! and roles), `response`, [`options`]; the process's figures come from crate `shardlite-proc`.
-//! The backends import no handler: the handlers render what the backends return.
+//! [`sqlite`] (the engine's backend), [`backup_job`] (the one backup a server runs at a time,
+//! on its own thread), `starting` (serving before the storage is open), [`server`] (accept
+//! loop, limits, reloads, shutdown), [`tls`] (rustls: certificate, ALPN, client certificates),
+//! `service` (one request: route, token and role, metrics), `state` (what handlers share),
+//! `routes` (paths, methods, roles), `kv`, `batch`, `keys`, `export`, `admin`
+//! (`/admin/backup`), `stats` and `metrics` (the routes), `conditional` (If-Match and
+//! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
+//! status and JSON body), [`auth`] (tokens and roles), `response`, [`options`]; the process's
+//! figures come from crate `shardlite-proc`. The backends import no handler: the handlers render
+//! what the backends return.
 
+mod admin;
 pub mod auth;
 pub mod backend;
+pub mod backup_job;
 mod batch;
 mod body;
 mod conditional;

@@ -27,6 +27,8 @@ pub enum Route {
     Stats,
     /// `/metrics`: GET, HEAD.
     Metrics,
+    /// `/admin/backup`: POST starts a backup, GET and HEAD answer its status; role "admin".
+    AdminBackup,
     /// Any other path: 404.
     Unknown,
 }
@@ -46,6 +48,7 @@ impl Route {
             "/admin/check" => Route::AdminCheck,
             "/stats" => Route::Stats,
             "/metrics" => Route::Metrics,
+            "/admin/backup" => Route::AdminBackup,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
             _ => Route::Unknown,
         }
@@ -63,6 +66,7 @@ impl Route {
             Route::AdminCheck => "/admin/check",
             Route::Stats => "/stats",
             Route::Metrics => "/metrics",
+            Route::AdminBackup => "/admin/backup",
             Route::Unknown => "unknown",
         }
     }
@@ -76,7 +80,7 @@ impl Route {
             Route::Kv | Route::Batch => Some(Role::Write),
             // Every record of a partition: what reads of each key would give.
             Route::Keys | Route::Export => Some(Role::Read),
-            Route::AdminCheck => Some(Role::Admin),
+            Route::AdminCheck | Route::AdminBackup => Some(Role::Admin),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::Unknown => None,
         }
@@ -95,6 +99,7 @@ impl Route {
             }
             Route::Batch => (*method == Method::POST, "POST"),
             Route::Export | Route::AdminCheck => (*method == Method::GET, "GET"),
+            Route::AdminBackup => (matches!(*method, Method::GET | Method::HEAD | Method::POST), "GET, HEAD, POST"),
             Route::Healthz | Route::Readyz | Route::Stats | Route::Metrics | Route::Keys => {
                 (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
             }

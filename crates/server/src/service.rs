@@ -10,7 +10,7 @@ use std::{
 use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
 
 use crate::{
-    auth, batch,
+    admin, auth, batch,
     error::ApiError,
     export, keys, kv,
     response::{self, Response},
@@ -67,6 +67,10 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         Route::AdminCheck => check(state).await,
         Route::Stats => stats::handle(state).await,
         Route::Metrics => metrics(state).await,
+        Route::AdminBackup => {
+            let (parts, body) = req.into_parts();
+            admin::backup(state, &parts.method, body).await
+        }
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
 }

@@ -2,13 +2,16 @@
 //! lookup threads, writes through its writer queues, figures read off the async runtime; and
 //! the one mapping of the engine's errors into [`BackendError`].
 
-use std::sync::Arc;
+use std::{path::PathBuf, sync::Arc};
 
 use bytes::Bytes;
-use shardlite_engine::{bin_format, Error as EngineError, Op, Outcome, PartitionCheck, Record, Store};
+use shardlite_engine::{
+    backup::BackupOptions, bin_format, Error as EngineError, Op, Outcome, PartitionCheck, Record, Store,
+};
 
 use crate::{
     backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
+    backup_job::{BackupJob, BackupStatus},
     figures::{Figures, SqliteFigures},
 };
 
@@ -16,12 +19,14 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct SqliteBackend {
     store: Arc<Store>,
+    /// The backup running or last run.
+    backup: Arc<BackupJob>,
 }
 
 impl SqliteBackend {
     /// Serves `store`.
     pub fn new(store: Arc<Store>) -> Self {
-        Self { store }
+        Self { store, backup: Arc::default() }
     }
 }
 
@@ -143,6 +148,20 @@ impl Backend for SqliteBackend {
         (!faults.is_empty()).then(|| faults.join("; "))
     }
 
+    fn start_backup(&self, to: PathBuf, options: BackupOptions) -> BoxFuture<'_, BackendResult<BackupStatus>> {
+        let (store, job) = (Arc::clone(&self.store), Arc::clone(&self.backup));
+        Box::pin(async move {
+            // Checking the destination touches the disk: off the runtime.
+            tokio::task::spawn_blocking(move || job.start(store, to, options))
+                .await
+                .map_err(|e| BackendError::Internal(format!("starting the backup failed: {e}")))?
+        })
+    }
+
+    fn backup_status(&self) -> BoxFuture<'_, BackendResult<BackupStatus>> {
+        Box::pin(async move { Ok(self.backup.status()) })
+    }
+
     fn figures(&self) -> BoxFuture<'_, BackendResult<Figures>> {
         let store = Arc::clone(&self.store);
         Box::pin(async move {
@@ -160,9 +179,13 @@ impl Backend for SqliteBackend {
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
-        let store = Arc::clone(&self.store);
+        let (store, backup) = (Arc::clone(&self.store), Arc::clone(&self.backup));
         Box::pin(async move {
-            if let Err(err) = tokio::task::spawn_blocking(move || store.close()).await {
+            let close = move || {
+                backup.cancel();
+                store.close();
+            };
+            if let Err(err) = tokio::task::spawn_blocking(close).await {
                 tracing::error!(%err, "closing the store failed");
             }
         })

@@ -3,12 +3,16 @@
 //! `unavailable` and `/readyz` says the storage is opening, while `/healthz` (liveness) already
 //! answers: a directory that takes minutes to recover is not mistaken for a dead process.
 
-use std::sync::{Arc, OnceLock};
+use std::{
+    path::PathBuf,
+    sync::{Arc, OnceLock},
+};
 
-use shardlite_engine::{Op, Outcome, PartitionCheck, Record};
+use shardlite_engine::{backup::BackupOptions, Op, Outcome, PartitionCheck, Record};
 
 use crate::{
     backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
+    backup_job::BackupStatus,
     figures::Figures,
 };
 
@@ -71,6 +75,14 @@ impl Backend for Starting {
 
     fn check(&self) -> BoxFuture<'_, BackendResult<Vec<PartitionCheck>>> {
         Box::pin(async move { self.opened()?.check().await })
+    }
+
+    fn start_backup(&self, to: PathBuf, options: BackupOptions) -> BoxFuture<'_, BackendResult<BackupStatus>> {
+        Box::pin(async move { self.opened()?.start_backup(to, options).await })
+    }
+
+    fn backup_status(&self) -> BoxFuture<'_, BackendResult<BackupStatus>> {
+        Box::pin(async move { self.opened()?.backup_status().await })
     }
 
     fn unready(&self) -> Option<String> {

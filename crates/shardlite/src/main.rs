@@ -1,5 +1,6 @@
 //! The `shardlite` binary: parses the command line and hands each subcommand to its crate.
 
+mod backup;
 mod check;
 mod export;
 mod import;
@@ -7,6 +8,7 @@ mod load;
 mod logging;
 mod progress;
 mod records;
+mod restore;
 mod serve;
 mod stats;
 
@@ -47,6 +49,11 @@ enum Command {
     Stats(stats::StatsArgs),
     /// Verify every partition of a data directory: SQLite integrity and index <-> data.
     Check(check::CheckArgs),
+    /// Back up a running server (--url) or a data directory no server has open (--data):
+    /// every partition, its index and a checksummed manifest (docs/operations.md).
+    Backup(backup::BackupArgs),
+    /// Make a new data directory from a backup, verifying every checksum (docs/operations.md).
+    Restore(restore::RestoreArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +84,8 @@ fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Export(args) => export::run(args),
         Command::Stats(args) => stats::run(args),
+        Command::Backup(args) => backup::run(args),
+        Command::Restore(args) => restore::run(args),
         // Its exit status says what it found (0 clean, 1 findings, 2 could not run).
         Command::Check(args) => return check::run(args),
     };

@@ -1,4 +1,10 @@
-//! The progress bars of `import` and `export`: how far, how fast, and when done.
+//! The progress bars of `import`, `export`, `backup` and `restore`: how far, how fast, and when
+//! done.
+
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -13,4 +19,25 @@ pub fn bytes(what: &str, len: u64) -> ProgressBar {
     let template =
         format!("{{bar:40}} {{binary_bytes}}/{{binary_total_bytes}} {what}, {{binary_bytes_per_sec}}, eta {{eta}}");
     ProgressBar::new(len).with_style(ProgressStyle::with_template(&template).expect("a valid template"))
+}
+
+/// Runs `work` on this thread while another moves `bar` to what `report` says (done, total)
+/// every 200 ms; clears the bar once `work` returns.
+pub fn watch<T: Send>(bar: &ProgressBar, report: impl Fn() -> (u64, u64) + Sync, work: impl FnOnce() -> T) -> T {
+    let done = AtomicBool::new(false);
+    let result = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let (position, total) = report();
+                bar.set_length(total.max(position));
+                bar.set_position(position);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        let result = work();
+        done.store(true, Ordering::Relaxed);
+        result
+    });
+    bar.finish_and_clear();
+    result
 }

@@ -122,6 +122,11 @@ impl HashIndex {
         self.read().main.header().watermark
     }
 
+    /// The index file as it is now; it stays readable if a merge replaces it meanwhile.
+    pub fn file(&self) -> Arc<MainIndex> {
+        Arc::clone(&self.read().main)
+    }
+
     /// Fills `out` with every id whose entry has fingerprint `fp`, newest first, without
     /// duplicates.
     pub fn candidates(&self, fp: u32, out: &mut Vec<u32>) -> Result<()> {
@@ -272,6 +277,24 @@ impl HashIndex {
         recent.sort_unstable();
         Ok((file, recent, state.main.header().watermark))
     }
+}
+
+/// Writes at `path` the index of a partition's snapshot: the entries of `file` (the index file of
+/// the snapshot's moment) and `recent` (those of its records above the file's watermark, any
+/// order), less the ids in `dead` (its tombstones), covering every id up to `watermark`.
+pub fn write_snapshot(
+    path: &Path,
+    file: &MainIndex,
+    mut recent: Vec<u64>,
+    dead: &HashSet<u32>,
+    watermark: u64,
+) -> Result<()> {
+    recent.sort_unstable();
+    let expected = file.header().entries + recent.len() as u64;
+    let merged = merge_sorted(file.scan()?, recent.into_iter().map(Ok))
+        .filter(|e| !matches!(e, Ok(e) if dead.contains(&entry_id(*e))));
+    format::write(path, expected, watermark, file.header().fingerprint_bits, merged)?;
+    Ok(())
 }
 
 /// Merges two ascending streams into one ascending stream.

@@ -8,6 +8,7 @@ pub mod check;
 pub mod readers;
 pub mod recovery;
 pub mod replay;
+pub mod snapshot;
 pub mod sql;
 pub mod wal;
 pub mod writer;

@@ -128,6 +128,27 @@ pub fn begin(conn: &Connection, mode: TxMode) -> Result<()> {
     Ok(())
 }
 
+/// Starts a read transaction and reads `(next_id, records)` in it: from here on `conn` sees the
+/// partition as it is now, whatever commits later (a backup's snapshot).
+pub fn begin_snapshot(conn: &Connection) -> Result<(u64, u64)> {
+    conn.execute_batch("BEGIN DEFERRED")?;
+    read_meta(conn)
+}
+
+/// Opens a new database file for a backup's copy: written once, synced by the caller, so
+/// neither a journal nor syncs of its own.
+pub fn open_backup_target(path: &std::path::Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "OFF")?;
+    conn.pragma_update(None, "synchronous", "OFF")?;
+    Ok(conn)
+}
+
+/// The database's page size, bytes.
+pub fn page_size(conn: &Connection) -> Result<u64> {
+    Ok(conn.pragma_query_value(None, "page_size", |r| r.get::<_, i64>(0))? as u64)
+}
+
 /// Commits the writer's transaction.
 pub fn commit(conn: &Connection) -> Result<()> {
     conn.prepare_cached("COMMIT")?.execute([])?;

@@ -28,7 +28,7 @@ use std::{
 use crossbeam_channel::{Receiver, Sender};
 use rusqlite::Connection;
 
-use super::{check, recovery::rebuild_index, sql, Partition, WriterStart};
+use super::{check, recovery::rebuild_index, snapshot, sql, Partition, WriterStart};
 use crate::{
     cache::RecordCache,
     checkpointer::Checkpoints,
@@ -80,6 +80,15 @@ pub enum Job {
         partition: u32,
         /// Where the answer goes.
         reply: oneshot::Sender<Result<check::PartitionCheck>>,
+    },
+    /// Take a backup's snapshot of the partition through `conn` ([`snapshot::take`]).
+    Snapshot {
+        /// The partition.
+        partition: u32,
+        /// A read connection of the backup's, for the snapshot's read transaction.
+        conn: Box<Connection>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<snapshot::Snapshot>>,
     },
     /// Freeze the recent index now (a forced merge); answers whether anything was frozen.
     Freeze {
@@ -594,6 +603,10 @@ impl WriterThread {
             Job::Check { partition, reply } => {
                 let writer = self.writer(partition);
                 let _ = reply.send(check::run(&writer.partition, &writer.conn, writer.hasher));
+            }
+            Job::Snapshot { partition, conn, reply } => {
+                let writer = self.writer(partition);
+                let _ = reply.send(snapshot::take(&writer.partition, &writer.conn, *conn));
             }
             Job::Freeze { partition, reply } => {
                 let froze = self.writer(partition).partition.index.as_ref().is_some_and(|i| i.freeze_if(1));

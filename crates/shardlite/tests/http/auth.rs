@@ -24,6 +24,8 @@ async fn every_route_but_healthz_needs_the_token() {
         (Method::GET, server.at("/stats")),
         (Method::GET, server.at("/metrics")),
         (Method::GET, server.at("/keys?partition=0")),
+        (Method::POST, server.at("/admin/backup")),
+        (Method::GET, server.at("/admin/backup")),
         (Method::GET, server.at("/no/such/route")),
     ];
     for (method, url) in &requests {

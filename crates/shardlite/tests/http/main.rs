@@ -4,6 +4,7 @@
 //! links once.
 #![allow(clippy::unwrap_used)]
 
+mod admin;
 mod auth;
 mod batch;
 mod common;
