@@ -85,15 +85,25 @@ impl Manifest {
 
     /// Writes the manifest atomically.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let body = toml::to_string(self).map_err(|e| Error::Config(e.to_string()))?;
-        let text = format!("{body}{CHECKSUM_PREFIX}{:08x}\"\n", crc32c::crc32c(body.as_bytes()));
+        let text = self.to_text()?;
         layout::replace_file(path, |f| std::io::Write::write_all(f, text.as_bytes()))
     }
 
     /// Reads and verifies a manifest.
     pub fn read(path: &Path) -> Result<Self> {
-        let bad = |message: String| Error::Manifest { path: path.to_owned(), message };
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, &e))?;
+        Self::parse(&text, path)
+    }
+
+    /// The manifest's text, checksum line included, as [`Manifest::write`] writes it.
+    pub fn to_text(&self) -> Result<String> {
+        let body = toml::to_string(self).map_err(|e| Error::Config(e.to_string()))?;
+        Ok(format!("{body}{CHECKSUM_PREFIX}{:08x}\"\n", crc32c::crc32c(body.as_bytes())))
+    }
+
+    /// Verifies and reads a manifest's text (`path`: where it came from, for errors).
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        let bad = |message: String| Error::Manifest { path: path.to_owned(), message };
         let split = text
             .rfind(CHECKSUM_PREFIX)
             .ok_or_else(|| bad("no checksum line: not a shardlite manifest, or truncated".into()))?;

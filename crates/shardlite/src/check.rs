@@ -43,7 +43,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
 }
 
 /// One line per partition, then its problems, indented.
-fn render(reports: &[PartitionCheck]) -> String {
+pub fn render(reports: &[PartitionCheck]) -> String {
     let mut out = String::new();
     for r in reports {
         let verdict = if r.is_ok() { "ok" } else { "FAILED" };

@@ -3,9 +3,11 @@
 mod check;
 mod export;
 mod import;
+mod litestream;
 mod load;
 mod progress;
 mod records;
+mod restore;
 mod serve;
 mod stats;
 
@@ -44,6 +46,11 @@ enum Command {
     Stats(stats::StatsArgs),
     /// Verify every partition of a data directory: SQLite integrity and index <-> data.
     Check(check::CheckArgs),
+    /// Write the Litestream config that replicates every partition of a data directory
+    /// (docs/operations.md, "Continuous replication (Litestream)").
+    LitestreamConfig(litestream::LitestreamConfigArgs),
+    /// Restore a data directory from a copy: Litestream's replicas (--from-litestream).
+    Restore(restore::RestoreArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,5 +76,7 @@ fn main() -> anyhow::Result<()> {
         Command::Export(args) => export::run(args),
         Command::Stats(args) => stats::run(args),
         Command::Check(args) => check::run(args),
+        Command::LitestreamConfig(args) => litestream::run_config(args),
+        Command::Restore(args) => restore::run(args),
     }
 }

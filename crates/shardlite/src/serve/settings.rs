@@ -431,6 +431,7 @@ mod tests {
             "1",
             "--checkpoint-pages",
             "100",
+            "--litestream",
             "--merge-threshold",
             "1000",
             "--accept-wal-loss",
@@ -455,6 +456,7 @@ mod tests {
             record_cache_mib: 7,
             readers_per_partition: 1,
             checkpoint_pages: 100,
+            litestream: true,
             merge_threshold: 1000,
             accept_wal_loss: true,
         };
