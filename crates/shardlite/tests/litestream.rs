@@ -346,3 +346,38 @@ async fn with_litestream_attached_a_stop_is_clean_and_a_kill_reopens() {
     let check = common::check(&data);
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
 }
+
+#[test]
+fn a_restore_names_what_is_missing_and_leaves_the_directory_as_it_found_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, replica, config, new) =
+        (tmp.path().join("data"), tmp.path().join("replica"), tmp.path().join("ls.yml"), tmp.path().join("new"));
+    let create = shardlite_engine::CreateOptions { partitions: Some(2), ..Default::default() };
+    drop(Store::create(&data, create, Config::inspection()).unwrap());
+    write_config(&data, &replica, &config);
+    let restore = |bin: &Path| {
+        Command::new(common::EXE)
+            .args(["restore", "--from-litestream"])
+            .arg(&config)
+            .arg("--data")
+            .arg(&new)
+            .arg("--litestream-bin")
+            .arg(bin)
+            .output()
+            .unwrap()
+    };
+    let out = restore(Path::new("/nonexistent/litestream"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("Litestream not found"), "{said}");
+
+    let Some(bin) = litestream() else { return };
+    let out = restore(&bin);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("partition 0") && said.contains("holds no backup"), "{said}");
+    assert_eq!(std::fs::read_dir(&new).unwrap().count(), 0, "a failed restore leaves nothing behind");
+
+    std::fs::write(new.join("stray"), b"x").unwrap();
+    let out = restore(&bin);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("is not empty"), "{said}");
+}
