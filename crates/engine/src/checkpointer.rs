@@ -16,10 +16,26 @@
 //! appended since, and nothing can be appended meanwhile. A failed checkpoint poisons its
 //! partition (its own files may not hold what it committed; with the commit log, the log keeps
 //! it for a restart).
+//!
+//! **With Litestream** (`Config::litestream`): Litestream keeps a read transaction open on every
+//! database, so that no checkpoint copies frames it has not replicated yet, and checkpoints
+//! itself (PASSIVE at 1000 WAL pages, under a write lock of its own so nothing is appended
+//! meanwhile). A checkpoint of ours can then copy only what Litestream's transaction does not
+//! hold, and finishing it on the writer would retry in vain after every round; if one of ours
+//! ever restarted the WAL behind Litestream's back (between its two transactions), it would
+//! have to start its replica over with a full snapshot. So the writers ask for a checkpoint
+//! only past [`LITESTREAM_BACKSTOP`] times the threshold (Litestream stopped or far behind:
+//! the WAL must not grow without bound), this thread runs it PASSIVE and never leaves it to the
+//! writer. At close ([`at_close`]) a partition gets a PASSIVE checkpoint too, where it would
+//! otherwise get a TRUNCATE that waits at most [`CLOSE_WAIT`]: behind Litestream's read
+//! transaction a TRUNCATE waited out the whole 10 s busy timeout of each partition (measured:
+//! 42 s to close 8 partitions) and then failed unnoticed. Either way a checkpoint that leaves
+//! frames behind is logged; the frames stay in the WAL, which the commit log's close makes
+//! durable and the next open reads.
 
 use std::{
     sync::{atomic::Ordering, Arc},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use crossbeam_channel::{Receiver, Sender};
@@ -29,6 +45,14 @@ use crate::{
     partition::{sql, Partition},
     Config,
 };
+
+/// With Litestream, the WAL size (in `checkpoint_pages`) at which the store checkpoints anyway.
+pub const LITESTREAM_BACKSTOP: u32 = 16;
+
+/// How long a partition's TRUNCATE checkpoint at close waits for other connections. The store's
+/// own readers are closed by then, so what it waits for is another process: a query that ends
+/// soon, or a replicator that never lets go.
+pub const CLOSE_WAIT: Duration = Duration::from_millis(100);
 
 /// Work for the checkpointer.
 #[derive(Debug)]
@@ -51,10 +75,10 @@ impl Checkpoints {
         Self { jobs }
     }
 
-    /// Asks for a checkpoint of `partition` if its WAL holds `threshold` pages or more and none
-    /// is queued yet.
+    /// Asks for a checkpoint of `partition` if its WAL holds `threshold` pages or more
+    /// ([`threshold`]) and none is queued yet.
     pub fn want(&self, partition: &Partition, threshold: u32) {
-        if partition.wal_pages() < threshold.max(1) || partition.checkpoint_queued.swap(true, Ordering::AcqRel) {
+        if partition.wal_pages() < threshold || partition.checkpoint_queued.swap(true, Ordering::AcqRel) {
             return;
         }
         if self.jobs.send(Job::Checkpoint(partition.id)).is_err() {
@@ -98,10 +122,81 @@ pub fn run(jobs: Receiver<Job>, partitions: Vec<Arc<Partition>>, config: Config)
         match done {
             Ok(complete) => {
                 partition.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-                partition.checkpoint_unfinished.store(!complete, Ordering::Release);
+                partition.checkpoint_unfinished.store(!complete && !config.litestream, Ordering::Release);
                 tracing::debug!(partition = p, complete, us = started.elapsed().as_micros() as u64, "checkpoint");
             }
             Err(err) => partition.poison(format!("checkpoint failed: {err}")),
         }
+    }
+}
+
+/// WAL pages past which a partition is checkpointed.
+pub fn threshold(config: &Config) -> u32 {
+    let pages = config.checkpoint_pages.max(1);
+    if config.litestream {
+        pages.saturating_mul(LITESTREAM_BACKSTOP)
+    } else {
+        pages
+    }
+}
+
+/// The checkpoint of `partition` at close, on its writer's connection `conn`: TRUNCATE waiting
+/// at most [`CLOSE_WAIT`], or with Litestream a PASSIVE one. Frames it leaves in the WAL are
+/// logged (a warning unless Litestream is expected to hold them).
+pub fn at_close(partition: &Partition, conn: &Connection, config: &Config) {
+    match sql::checkpoint_at_close(conn, !config.litestream, CLOSE_WAIT) {
+        Ok(done) if !done.busy && done.frames_left() == 0 => {}
+        Ok(done) if config.litestream => tracing::info!(
+            partition = partition.id,
+            frames_left = done.frames_left(),
+            "checkpoint at close left frames in the WAL for Litestream to replicate and checkpoint"
+        ),
+        Ok(done) => tracing::warn!(
+            partition = partition.id,
+            frames_left = done.frames_left(),
+            "checkpoint at close did not finish: another process has the partition open (a replicator? then \
+             set litestream); its WAL is kept and read at the next open"
+        ),
+        Err(err) => tracing::warn!(partition = partition.id, %err, "checkpoint at close failed; the WAL is kept"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::*;
+    use crate::IndexMode;
+
+    #[test]
+    fn a_close_checkpoint_behind_another_processs_reader_reports_the_frames_it_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p0000.db");
+        let writer = sql::open_writer(&path, &Config::default(), IndexMode::Hash).unwrap();
+        let insert = |id: i64| writer.execute("INSERT INTO records VALUES (?1, x'01', 1, x'02')", [id]).unwrap();
+        insert(1);
+        // A reader holding a snapshot, as Litestream's long read transaction does.
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader.query_row("SELECT count(*) FROM records", [], |r| r.get(0)).unwrap();
+        insert(2);
+
+        let truncate = sql::checkpoint_at_close(&writer, true, CLOSE_WAIT).unwrap();
+        assert!(truncate.busy && truncate.frames_left() > 0, "{truncate:?}");
+        let passive = sql::checkpoint_at_close(&writer, false, CLOSE_WAIT).unwrap();
+        assert!(passive.frames_left() > 0, "{passive:?}");
+
+        reader.execute_batch("COMMIT").unwrap();
+        let done = sql::checkpoint_at_close(&writer, true, CLOSE_WAIT).unwrap();
+        assert!(!done.busy && done.frames_left() == 0, "{done:?}");
+        assert_eq!(std::fs::metadata(dir.path().join("p0000.db-wal")).unwrap().len(), 0, "TRUNCATE empties the WAL");
+    }
+
+    #[test]
+    fn with_litestream_the_store_checkpoints_only_as_a_backstop() {
+        let own = Config::default();
+        let replicated = Config { litestream: true, ..Config::default() };
+        assert_eq!(threshold(&own), own.checkpoint_pages);
+        assert_eq!(threshold(&replicated), own.checkpoint_pages * LITESTREAM_BACKSTOP);
     }
 }

@@ -236,6 +236,13 @@ pub struct Config {
     /// WAL pages after which a writer checkpoints.
     #[cfg_attr(feature = "cli", arg(long))]
     pub checkpoint_pages: u32,
+    /// A Litestream process replicates this directory (docs/operations.md): leave checkpoints
+    /// to it, checkpointing a partition only when its WAL passes 16 x checkpoint_pages, and then
+    /// and at close only without waiting (PASSIVE).
+    // Litestream holds a read transaction on every database and checkpoints itself at 1000 WAL
+    // pages; checkpoints of ours would only race its WAL restarts (`crate::checkpointer`).
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub litestream: bool,
     /// Index entries held in RAM before a merge into the index file (at most: the memory budget
     /// may give fewer).
     #[cfg_attr(feature = "cli", arg(long))]
@@ -268,6 +275,7 @@ impl Default for Config {
             record_cache_mib: 64,
             readers_per_partition: 2,
             checkpoint_pages: 1000,
+            litestream: false,
             merge_threshold: 1 << 20,
             accept_wal_loss: false,
         }

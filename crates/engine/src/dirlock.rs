@@ -87,8 +87,9 @@ impl DirLock {
         File::create(&self.marker).and_then(|_| layout::sync_dir(&self.marker)).map_err(|e| Error::io(&self.marker, &e))
     }
 
-    /// Every partition is checkpointed and its WAL empty, its connections still open: ends the
-    /// session now, before closing them deletes the WALs. (Removed after, the marker of a
+    /// Every partition is checkpointed (what another process's reader kept in a WAL stays there,
+    /// durable, for the next open), its connections still open: ends the session now, before
+    /// closing them deletes the WALs. (Removed after, the marker of a
     /// session that crashed while closing would make the next open take those WALs for lost.)
     pub fn end_session(&mut self) -> Result<()> {
         self.session = false;

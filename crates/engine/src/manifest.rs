@@ -90,9 +90,19 @@ impl Manifest {
 
     /// Reads and verifies a manifest.
     pub fn read(path: &Path) -> Result<Self> {
-        let bad = |message: String| Error::Manifest { path: path.to_owned(), message };
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, &e))?;
-        let body = checked_body(&text).map_err(bad)?;
+        Self::parse(&text, path)
+    }
+
+    /// The manifest's text, checksum line included, as [`Manifest::write`] writes it.
+    pub fn to_text(&self) -> Result<String> {
+        checksummed_text(self)
+    }
+
+    /// Verifies and reads a manifest's text (`path`: where it came from, for errors).
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        let bad = |message: String| Error::Manifest { path: path.to_owned(), message };
+        let body = checked_body(text).map_err(bad)?;
         #[derive(Deserialize)]
         struct Version {
             format_version: u32,
@@ -137,9 +147,14 @@ impl Manifest {
 /// Writes `value` as TOML followed by the checksum line, atomically: the form of the manifest
 /// and of a backup's manifest.
 pub(crate) fn write_checksummed(path: &Path, value: &impl Serialize) -> Result<()> {
-    let body = toml::to_string(value).map_err(|e| Error::Config(e.to_string()))?;
-    let text = format!("{body}{CHECKSUM_PREFIX}{:08x}\"\n", crc32c::crc32c(body.as_bytes()));
+    let text = checksummed_text(value)?;
     layout::replace_file(path, |f| std::io::Write::write_all(f, text.as_bytes()))
+}
+
+/// `value` as TOML followed by the checksum line.
+fn checksummed_text(value: &impl Serialize) -> Result<String> {
+    let body = toml::to_string(value).map_err(|e| Error::Config(e.to_string()))?;
+    Ok(format!("{body}{CHECKSUM_PREFIX}{:08x}\"\n", crc32c::crc32c(body.as_bytes())))
 }
 
 /// The TOML before the checksum line of `text`, once the checksum matches; else what is wrong.

@@ -163,23 +163,7 @@ fn examine(data: &std::path::Path) -> Report {
 
 /// The partitions with findings, each with its problems indented, then the summary line.
 fn render(report: &Report) -> String {
-    let mut out = String::new();
-    for r in report.reports.iter().filter(|r| !r.is_ok()) {
-        out.push_str(&format!(
-            "p{:04} FAILED: {} records, sqlite {}, index {} + {} entries, {} missing, {} extra, {} stale\n",
-            r.partition,
-            r.records,
-            r.sqlite,
-            r.index_file_entries,
-            r.index_recent_entries,
-            r.missing_entries,
-            r.extra_entries,
-            r.stale_entries
-        ));
-        for p in &r.problems {
-            out.push_str(&format!("  {p}\n"));
-        }
-    }
+    let mut out = findings(&report.reports);
     out.push_str(&match report.verdict {
         Verdict::Clean => {
             format!("clean: {} partitions checked, {} records, no findings\n", report.partitions, report.records)
@@ -196,6 +180,28 @@ fn render(report: &Report) -> String {
         ),
         Verdict::CouldNotRun => "could not run the check\n".to_owned(),
     });
+    out
+}
+
+/// One line for each partition with findings, then its problems, indented.
+pub fn findings(reports: &[PartitionCheck]) -> String {
+    let mut out = String::new();
+    for r in reports.iter().filter(|r| !r.is_ok()) {
+        out.push_str(&format!(
+            "p{:04} FAILED: {} records, sqlite {}, index {} + {} entries, {} missing, {} extra, {} stale\n",
+            r.partition,
+            r.records,
+            r.sqlite,
+            r.index_file_entries,
+            r.index_recent_entries,
+            r.missing_entries,
+            r.extra_entries,
+            r.stale_entries
+        ));
+        for p in &r.problems {
+            out.push_str(&format!("  {p}\n"));
+        }
+    }
     out
 }
 

@@ -4,6 +4,7 @@ mod backup;
 mod check;
 mod export;
 mod import;
+mod litestream;
 mod load;
 mod logging;
 mod progress;
@@ -52,7 +53,11 @@ enum Command {
     /// Back up a running server (--url) or a data directory no server has open (--data):
     /// every partition, its index and a checksummed manifest (docs/operations.md).
     Backup(backup::BackupArgs),
-    /// Make a new data directory from a backup, verifying every checksum (docs/operations.md).
+    /// Write the Litestream config that replicates every partition of a data directory
+    /// (docs/operations.md, "Continuous replication (Litestream)").
+    LitestreamConfig(litestream::LitestreamConfigArgs),
+    /// Make a new data directory from a copy, verifying it: a backup (--from) or Litestream's
+    /// replicas (--from-litestream) (docs/operations.md).
     Restore(restore::RestoreArgs),
 }
 
@@ -85,6 +90,7 @@ fn main() -> ExitCode {
         Command::Export(args) => export::run(args),
         Command::Stats(args) => stats::run(args),
         Command::Backup(args) => backup::run(args),
+        Command::LitestreamConfig(args) => litestream::run_config(args),
         Command::Restore(args) => restore::run(args),
         // Its exit status says what it found (0 clean, 1 findings, 2 could not run).
         Command::Check(args) => return check::run(args),

@@ -23,8 +23,9 @@ use crate::{
 /// Format version stored in `PRAGMA user_version`.
 pub const SCHEMA_VERSION: i64 = 1;
 const APPLICATION_ID: i64 = 0x5348_4c54;
-/// How long a statement waits for a lock before `SQLITE_BUSY`: only the rollback journal mode
-/// makes readers and the writer wait for each other; WAL never does.
+/// How long a statement waits for a lock before `SQLITE_BUSY`: in the rollback journal mode
+/// readers and the writer wait for each other; in WAL only another process's writes make the
+/// writer wait (Litestream's, a few milliseconds each: `crate::checkpointer`).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A record as stored.
@@ -359,7 +360,44 @@ pub fn checkpoint_passive(conn: &Connection) -> Result<bool> {
     }
 }
 
-/// Runs a checkpoint that also truncates the WAL (at close).
+/// What a checkpoint did (the three columns of `PRAGMA wal_checkpoint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpointed {
+    /// Another connection kept it from finishing: a reader of older frames, or a writer.
+    pub busy: bool,
+    /// Frames in the WAL.
+    pub wal_frames: i64,
+    /// Frames copied into the database, now or before.
+    pub copied: i64,
+}
+
+impl Checkpointed {
+    /// WAL frames not yet in the database.
+    pub fn frames_left(&self) -> i64 {
+        (self.wal_frames - self.copied).max(0)
+    }
+}
+
+/// The checkpoint a partition gets at close: `TRUNCATE` (every frame copied and the WAL emptied)
+/// waiting at most `wait` for other connections, or, with `truncate` false, `PASSIVE` (what it
+/// can, never waiting). Returns what it did, busy included: the caller says so.
+pub fn checkpoint_at_close(conn: &Connection, truncate: bool, wait: Duration) -> Result<Checkpointed> {
+    conn.busy_timeout(wait)?;
+    let pragma = if truncate { "PRAGMA wal_checkpoint(TRUNCATE)" } else { "PRAGMA wal_checkpoint(PASSIVE)" };
+    let done = conn.query_row(pragma, [], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    match done {
+        Ok((busy, wal_frames, copied)) => Ok(Checkpointed { busy: busy != 0, wal_frames, copied }),
+        // Another checkpoint under way (Litestream's): nothing copied by this one.
+        Err(err) if err.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+            Ok(Checkpointed { busy: true, wal_frames: -1, copied: -1 })
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Runs a checkpoint that also truncates the WAL (after a bulk load or an import, which no
+/// other connection shares).
 pub fn checkpoint_truncate(conn: &Connection) -> Result<()> {
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     Ok(())

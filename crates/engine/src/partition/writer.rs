@@ -31,7 +31,7 @@ use rusqlite::Connection;
 use super::{check, recovery::rebuild_index, snapshot, sql, Partition, WriterStart};
 use crate::{
     cache::RecordCache,
-    checkpointer::Checkpoints,
+    checkpointer::{self, Checkpoints},
     commitlog::{CommitLog, TxBuilder},
     config::{IndexMode, TxMode},
     index::entry,
@@ -573,12 +573,12 @@ impl WriterThread {
             _ => Ok(()),
         };
         let (metrics, cache, checkpoints) = (Arc::clone(&self.metrics), self.cache.clone(), self.checkpoints.clone());
-        let (threshold, checkpoint_pages) = (self.config.merge_threshold, self.config.checkpoint_pages);
+        let (threshold, checkpoint_at) = (self.config.merge_threshold, checkpointer::threshold(&self.config));
         for (partition, group) in prepared {
             let writer = self.writer(partition);
             writer.complete(group, &flushed, log.as_deref(), &metrics, cache.as_deref());
             Checkpoints::finish(&writer.partition, &writer.conn);
-            checkpoints.want(&writer.partition, checkpoint_pages);
+            checkpoints.want(&writer.partition, checkpoint_at);
             let froze = writer.partition.index.as_ref().is_some_and(|i| i.freeze_if(threshold));
             if froze {
                 let _ = self.maintenance.send(Maintenance::Merge(partition));
@@ -619,9 +619,7 @@ impl WriterThread {
     fn checkpoint_all(self) -> Vec<PartitionWriter> {
         for writer in &self.writers {
             writer.partition.readers.close_idle();
-            if let Err(err) = sql::checkpoint_truncate(&writer.conn) {
-                tracing::warn!(partition = writer.partition.id, %err, "final checkpoint failed");
-            }
+            checkpointer::at_close(&writer.partition, &writer.conn, &self.config);
         }
         self.writers
     }

@@ -475,6 +475,7 @@ mod tests {
             "1",
             "--checkpoint-pages",
             "100",
+            "--litestream",
             "--merge-threshold",
             "1000",
             "--accept-wal-loss",
@@ -499,6 +500,7 @@ mod tests {
             record_cache_mib: 7,
             readers_per_partition: 1,
             checkpoint_pages: 100,
+            litestream: true,
             merge_threshold: 1000,
             accept_wal_loss: true,
         };
