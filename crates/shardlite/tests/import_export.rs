@@ -387,7 +387,7 @@ fn a_share_bigger_than_the_memory_budget_allows_is_applied_in_buckets() {
         expected.insert(key(i), (vec![4; 32], 7));
     }
     assert_eq!(records(&dir), expected);
-    assert!(ok(&[&"check", &"--data", &dir]).lines().all(|l| l.contains(" ok:")));
+    assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean: 1 partitions checked, 60000 records"));
 
     // Two duplicates in the input, far apart (so in different buckets, most likely): the first is named.
     let mut third: Vec<_> = (100_000..160_000u32).map(|i| (key(i), vec![5; 32], None)).collect();
