@@ -10,7 +10,7 @@ use std::{future::Future, path::PathBuf, pin::Pin};
 
 use shardlite_engine::{backup::BackupOptions, Op, Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN};
 
-use crate::{backup_job::BackupStatus, figures::Figures};
+use crate::{backup_status::BackupStatus, figures::Figures};
 
 /// A boxed, sendable future: what the object-safe [`Backend`] methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

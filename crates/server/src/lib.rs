@@ -21,7 +21,7 @@
 //! No handler runs SQLite or other blocking work on the async runtime's threads. Modules:
 //! [`backend`] (the storage trait and its error), [`figures`] (what a backend reports),
 //! [`sqlite`] (the engine's backend), [`backup_job`] (the one backup a server runs at a time,
-//! on its own thread), `starting` (serving before the storage is open), [`server`] (accept
+//! on its own thread), [`backup_status`] (what it reports), `starting` (serving before the storage is open), [`server`] (accept
 //! loop, limits, reloads, shutdown), [`tls`] (rustls: certificate, ALPN, client certificates),
 //! `service` (one request: route, token and role, metrics), `state` (what handlers share),
 //! `routes` (paths, methods, roles), `kv`, `batch`, `keys`, `export`, `admin`
@@ -35,6 +35,7 @@ mod admin;
 pub mod auth;
 pub mod backend;
 pub mod backup_job;
+pub mod backup_status;
 mod batch;
 mod body;
 mod conditional;

@@ -11,7 +11,8 @@ use shardlite_engine::{
 
 use crate::{
     backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
-    backup_job::{BackupJob, BackupStatus},
+    backup_job::BackupJob,
+    backup_status::BackupStatus,
     figures::{Figures, SqliteFigures},
 };
 

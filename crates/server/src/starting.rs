@@ -12,7 +12,7 @@ use shardlite_engine::{backup::BackupOptions, Op, Outcome, PartitionCheck, Recor
 
 use crate::{
     backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
-    backup_job::BackupStatus,
+    backup_status::BackupStatus,
     figures::Figures,
 };
 

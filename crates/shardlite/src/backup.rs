@@ -9,7 +9,7 @@ use shardlite_engine::{
     backup::{BackupOptions, Progress},
     Config, Store,
 };
-use shardlite_server::backup_job::{BackupResult, BackupState, BackupStatus};
+use shardlite_server::backup_status::{BackupResult, BackupState, BackupStatus};
 
 use crate::progress;
 
