@@ -46,19 +46,22 @@ impl Tag {
 }
 
 /// The precondition of a `PUT`: none (upsert), `If-None-Match: *` (insert only), or
-/// `If-Match: *` / `If-Match: "<tag>"` (update only, compare-and-set).
+/// `If-Match: *` / `If-Match: "<tag>"` (update only, compare-and-set). Both at once can never
+/// hold (RFC 9110 §13.2.2: `If-Match` needs the record, `If-None-Match: *` its absence): a
+/// condition that matches nothing, so 412 with the current tag, as for a tag never issued.
 pub fn for_put(headers: &HeaderMap) -> Result<Condition, ApiError> {
     let if_match = header_tags(headers, &IF_MATCH)?;
     let if_none_match = header_tags(headers, &IF_NONE_MATCH)?;
-    match (if_match, if_none_match) {
-        (None, None) => Ok(Condition::None),
-        (Some(_), Some(_)) => Err(ApiError::bad_header("send If-Match or If-None-Match, not both")),
-        (None, Some(Tags::Any)) => Ok(Condition::Absent),
-        (None, Some(Tags::List(_))) => {
-            Err(ApiError::bad_header("on PUT, If-None-Match supports only `*` (insert only)"))
-        }
-        (Some(tags), None) => write_condition(tags).map_err(ApiError::bad_header),
+    if let Some(Tags::List(_)) = if_none_match {
+        return Err(ApiError::bad_header("on PUT, If-None-Match supports only `*` (insert only)"));
     }
+    let if_match = if_match.map(write_condition).transpose().map_err(ApiError::bad_header)?;
+    Ok(match (if_match, if_none_match) {
+        (None, None) => Condition::None,
+        (None, Some(_)) => Condition::Absent,
+        (Some(condition), None) => condition,
+        (Some(_), Some(_)) => Condition::UnknownVersion,
+    })
 }
 
 /// The precondition of a `DELETE`: none, or `If-Match`.
@@ -89,7 +92,9 @@ pub fn write_condition(tags: Tags) -> Result<Condition, String> {
 /// What the conditional headers of a GET or HEAD say once the record's version is known:
 /// `Ok(None)` to answer normally, `Ok(Some(status))` to answer 304 or 412 instead.
 pub fn for_read(headers: &HeaderMap, current: Option<Version>) -> Result<Option<StatusCode>, ApiError> {
-    if let Some(tags) = header_tags(headers, &IF_MATCH)? {
+    // Both are parsed before either is evaluated: a malformed header is 400 whatever the other says.
+    let (if_match, if_none_match) = (header_tags(headers, &IF_MATCH)?, header_tags(headers, &IF_NONE_MATCH)?);
+    if let Some(tags) = if_match {
         let holds = match (&tags, current) {
             (Tags::Any, Some(_)) => true,
             (Tags::List(list), Some(current)) => list.iter().any(|t| t.strong_match(current)),
@@ -99,7 +104,7 @@ pub fn for_read(headers: &HeaderMap, current: Option<Version>) -> Result<Option<
             return Ok(Some(StatusCode::PRECONDITION_FAILED));
         }
     }
-    if let Some(tags) = header_tags(headers, &IF_NONE_MATCH)? {
+    if let Some(tags) = if_none_match {
         let matched = match (&tags, current) {
             (Tags::Any, Some(_)) => true,
             (Tags::List(list), Some(current)) => list.iter().any(|t| t.weak_match(current)),
@@ -207,7 +212,13 @@ mod tests {
             let err = for_put(&headers(&[(IF_MATCH, bad)])).unwrap_err();
             assert_eq!((err.status, err.code), (StatusCode::BAD_REQUEST, "bad_header"), "{bad}");
         }
-        assert!(for_put(&headers(&[(IF_MATCH, "*"), (IF_NONE_MATCH, "*")])).is_err());
+        // Both can never hold together: a condition that matches nothing (412), not a bad request.
+        for if_match in ["*", "\"17.5.2\""] {
+            let both = headers(&[(IF_MATCH, if_match), (IF_NONE_MATCH, "*")]);
+            assert_eq!(for_put(&both), Ok(Condition::UnknownVersion), "{if_match}");
+        }
+        assert!(for_put(&headers(&[(IF_MATCH, "x"), (IF_NONE_MATCH, "*")])).is_err());
+        assert!(for_put(&headers(&[(IF_MATCH, "*"), (IF_NONE_MATCH, "\"1\"")])).is_err());
         assert!(for_put(&headers(&[(IF_NONE_MATCH, "\"1\"")])).is_err());
     }
 

@@ -1,5 +1,5 @@
 //! shardlite's HTTP server: the key-value API (`/kv/{key}`, `/batch`, `/keys`, `/export`,
-//! `/healthz`, `/readyz`, `/stats`, `/metrics`, `/admin/check`, `/admin/backup`) over a
+//! `/healthz`, `/readyz`, `/stats`, `/metrics`, `/admin/check`, `/admin/backup`, `/openapi.yaml`) over a
 //! [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
 //! [`shardlite_engine::Store`]) or PostgreSQL (`PgBackend`, crate `shardlite-postgres`). `docs/http-api.md` is
 //! the contract.
@@ -25,7 +25,8 @@
 //! loop, limits, reloads, shutdown), [`tls`] (rustls: certificate, ALPN, client certificates),
 //! `service` (one request: route, token and role, metrics), `state` (what handlers share),
 //! `routes` (paths, methods, roles), `kv`, `batch`, `keys`, `export`, `admin`
-//! (`/admin/backup`), `stats` and `metrics` (the routes), `conditional` (If-Match and
+//! (`/admin/backup`), `stats`, `metrics` and `openapi` (the routes; `openapi` serves
+//! `docs/openapi.yaml` and tests that it describes every route and error code), `conditional` (If-Match and
 //! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
 //! status and JSON body), [`auth`] (tokens and roles), `response`, [`options`]; the process's
 //! figures come from crate `shardlite-proc`. The backends import no handler: the handlers render
@@ -46,6 +47,7 @@ mod key;
 mod keys;
 mod kv;
 mod metrics;
+mod openapi;
 pub mod options;
 mod response;
 mod routes;

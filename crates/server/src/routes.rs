@@ -29,6 +29,8 @@ pub enum Route {
     Metrics,
     /// `/admin/backup`: POST starts a backup, GET and HEAD answer its status; role "admin".
     AdminBackup,
+    /// `/openapi.yaml`: GET, HEAD; no auth: the API's OpenAPI description (`docs/openapi.yaml`).
+    OpenApi,
     /// Any other path: 404.
     Unknown,
 }
@@ -37,6 +39,23 @@ pub enum Route {
 const KV_PREFIX: &str = "/kv/";
 
 impl Route {
+    /// Every route that serves a path ([`Route::Unknown`] aside): what the OpenAPI description
+    /// must describe (its tests, `crate::openapi`, check that it does).
+    #[cfg(test)]
+    pub const SERVED: [Route; 11] = [
+        Route::Kv,
+        Route::Batch,
+        Route::Keys,
+        Route::Export,
+        Route::Healthz,
+        Route::Readyz,
+        Route::AdminCheck,
+        Route::Stats,
+        Route::Metrics,
+        Route::AdminBackup,
+        Route::OpenApi,
+    ];
+
     /// The route serving `path`.
     pub fn of(path: &str) -> Self {
         match path {
@@ -49,6 +68,7 @@ impl Route {
             "/stats" => Route::Stats,
             "/metrics" => Route::Metrics,
             "/admin/backup" => Route::AdminBackup,
+            "/openapi.yaml" => Route::OpenApi,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
             _ => Route::Unknown,
         }
@@ -67,6 +87,7 @@ impl Route {
             Route::Stats => "/stats",
             Route::Metrics => "/metrics",
             Route::AdminBackup => "/admin/backup",
+            Route::OpenApi => "/openapi.yaml",
             Route::Unknown => "unknown",
         }
     }
@@ -82,13 +103,13 @@ impl Route {
             Route::Keys | Route::Export => Some(Role::Read),
             Route::AdminCheck | Route::AdminBackup => Some(Role::Admin),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
-            Route::Healthz | Route::Readyz | Route::Unknown => None,
+            Route::Healthz | Route::Readyz | Route::OpenApi | Route::Unknown => None,
         }
     }
 
-    /// Whether the route answers without a token at all (probes).
+    /// Whether the route answers without a token at all (probes, and the API's description).
     pub fn is_public(self) -> bool {
-        matches!(self, Route::Healthz | Route::Readyz)
+        matches!(self, Route::Healthz | Route::Readyz | Route::OpenApi)
     }
 
     /// Answers 405 (with `Allow`) unless the route serves `method`; 404 for unknown routes.
@@ -100,7 +121,7 @@ impl Route {
             Route::Batch => (*method == Method::POST, "POST"),
             Route::Export | Route::AdminCheck => (*method == Method::GET, "GET"),
             Route::AdminBackup => (matches!(*method, Method::GET | Method::HEAD | Method::POST), "GET, HEAD, POST"),
-            Route::Healthz | Route::Readyz | Route::Stats | Route::Metrics | Route::Keys => {
+            Route::Healthz | Route::Readyz | Route::Stats | Route::Metrics | Route::Keys | Route::OpenApi => {
                 (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
             }
             Route::Unknown => return Err(ApiError::unknown_route(path)),
@@ -163,6 +184,31 @@ mod tests {
         assert_eq!(Route::Metrics.role(&Method::GET), Some(Role::Metrics));
         assert_eq!(Route::Healthz.role(&Method::GET), None);
         assert_eq!(Route::Readyz.role(&Method::GET), None);
+        assert_eq!(Route::OpenApi.role(&Method::GET), None);
         assert!(Route::Healthz.is_public() && Route::Readyz.is_public() && !Route::Unknown.is_public());
+        assert!(Route::OpenApi.is_public());
+    }
+
+    #[test]
+    fn every_served_route_is_listed_and_its_name_is_its_path() {
+        for route in Route::SERVED {
+            assert_eq!(Route::of(route.as_str()), route, "{route:?}");
+        }
+        // A new route fails to compile here until it is placed: listed in SERVED, or Unknown.
+        let listed = |route: Route| match route {
+            Route::Kv
+            | Route::Batch
+            | Route::Keys
+            | Route::Export
+            | Route::Healthz
+            | Route::Readyz
+            | Route::AdminCheck
+            | Route::Stats
+            | Route::Metrics
+            | Route::AdminBackup
+            | Route::OpenApi => Route::SERVED.contains(&route),
+            Route::Unknown => !Route::SERVED.contains(&route),
+        };
+        assert!(Route::SERVED.into_iter().chain([Route::Unknown]).all(listed));
     }
 }

@@ -12,7 +12,7 @@ use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
 use crate::{
     admin, auth, batch,
     error::ApiError,
-    export, keys, kv,
+    export, keys, kv, openapi,
     response::{self, Response},
     routes::{method_label, Route},
     state::State,
@@ -71,6 +71,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
             let (parts, body) = req.into_parts();
             admin::backup(state, &parts.method, body).await
         }
+        Route::OpenApi => Ok(openapi::handle()),
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
 }

@@ -1,4 +1,4 @@
-//! Bearer tokens: every route but `/healthz` refuses a missing or wrong bearer token with 401
+//! Bearer tokens: every route but `/healthz`, `/readyz` and `/openapi.yaml` refuses a missing or wrong bearer token with 401
 //! and the `WWW-Authenticate: Bearer` challenge and serves the right one (`--auth-token`, a
 //! token with every role); with `--auth-token-file`, each route serves the tokens holding its
 //! role and answers 403 to the others.
@@ -109,12 +109,16 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
         assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED, "{method} {url}");
     }
     for role in ["r", "w", "a", "m"] {
-        let health = server.client.get(server.at("/healthz")).bearer_auth(format!("{role}-token")).send();
-        assert_eq!(health.await.unwrap().status(), StatusCode::OK);
+        for public in ["/healthz", "/openapi.yaml"] {
+            let resp = server.client.get(server.at(public)).bearer_auth(format!("{role}-token")).send();
+            assert_eq!(resp.await.unwrap().status(), StatusCode::OK, "{role} {public}");
+        }
         let unknown = server.client.get(server.at("/nope")).bearer_auth(format!("{role}-token")).send();
         assert_eq!(unknown.await.unwrap().status(), StatusCode::NOT_FOUND, "a valid token learns the route is unknown");
     }
-    assert_eq!(server.client.get(server.at("/healthz")).send().await.unwrap().status(), StatusCode::OK);
+    for public in ["/healthz", "/readyz", "/openapi.yaml"] {
+        assert_eq!(server.client.get(server.at(public)).send().await.unwrap().status(), StatusCode::OK, "{public}");
+    }
     let stats = server.client.get(server.at("/stats")).bearer_auth("m-token").send().await.unwrap();
     let stats = stats.text().await.unwrap();
     assert!(!stats.contains("m-token") && !stats.contains("w-token"), "/stats must not reveal a token");

@@ -14,6 +14,7 @@ mod kv;
 mod limits;
 mod model;
 mod observability;
+mod openapi;
 mod overload;
 mod readiness;
 mod shutdown;
