@@ -29,6 +29,8 @@ pub enum Route {
     Metrics,
     /// `/admin/backup`: POST starts a backup, GET and HEAD answer its status; role "admin".
     AdminBackup,
+    /// `/admin/compact`: POST compacts every partition; role "admin".
+    AdminCompact,
     /// Any other path: 404.
     Unknown,
 }
@@ -49,6 +51,7 @@ impl Route {
             "/stats" => Route::Stats,
             "/metrics" => Route::Metrics,
             "/admin/backup" => Route::AdminBackup,
+            "/admin/compact" => Route::AdminCompact,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
             _ => Route::Unknown,
         }
@@ -67,6 +70,7 @@ impl Route {
             Route::Stats => "/stats",
             Route::Metrics => "/metrics",
             Route::AdminBackup => "/admin/backup",
+            Route::AdminCompact => "/admin/compact",
             Route::Unknown => "unknown",
         }
     }
@@ -80,7 +84,7 @@ impl Route {
             Route::Kv | Route::Batch => Some(Role::Write),
             // Every record of a partition: what reads of each key would give.
             Route::Keys | Route::Export => Some(Role::Read),
-            Route::AdminCheck | Route::AdminBackup => Some(Role::Admin),
+            Route::AdminCheck | Route::AdminBackup | Route::AdminCompact => Some(Role::Admin),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::Unknown => None,
         }
@@ -97,7 +101,7 @@ impl Route {
             Route::Kv => {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
-            Route::Batch => (*method == Method::POST, "POST"),
+            Route::Batch | Route::AdminCompact => (*method == Method::POST, "POST"),
             Route::Export | Route::AdminCheck => (*method == Method::GET, "GET"),
             Route::AdminBackup => (matches!(*method, Method::GET | Method::HEAD | Method::POST), "GET, HEAD, POST"),
             Route::Healthz | Route::Readyz | Route::Stats | Route::Metrics | Route::Keys => {
@@ -159,6 +163,7 @@ mod tests {
         assert_eq!(Route::Keys.role(&Method::GET), Some(Role::Read));
         assert_eq!(Route::Export.role(&Method::GET), Some(Role::Read));
         assert_eq!(Route::AdminCheck.role(&Method::GET), Some(Role::Admin));
+        assert_eq!(Route::AdminCompact.role(&Method::POST), Some(Role::Admin));
         assert_eq!(Route::Stats.role(&Method::GET), Some(Role::Metrics));
         assert_eq!(Route::Metrics.role(&Method::GET), Some(Role::Metrics));
         assert_eq!(Route::Healthz.role(&Method::GET), None);

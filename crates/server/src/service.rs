@@ -71,6 +71,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
             let (parts, body) = req.into_parts();
             admin::backup(state, &parts.method, body).await
         }
+        Route::AdminCompact => admin::compact(state).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
 }

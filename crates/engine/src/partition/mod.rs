@@ -5,6 +5,7 @@
 //! ([`writer::PartitionWriter`]). Opening a partition is also its recovery ([`recovery`]).
 
 pub mod check;
+pub mod compact;
 pub mod readers;
 pub mod recovery;
 pub mod replay;
