@@ -20,6 +20,7 @@ use std::{
         atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
         Arc, Mutex,
     },
+    time::{Duration, Instant},
 };
 
 use rusqlite::Connection;
@@ -65,7 +66,19 @@ pub struct Partition {
     pub checkpoint_queued: AtomicBool,
     /// The checkpointer's last checkpoint left frames behind: the writer finishes it.
     pub checkpoint_unfinished: AtomicBool,
+    /// WAL pages past which a long read waits for the WAL to start over ([`Self::before_long_read`]);
+    /// 0: never (no WAL of ours to bound: rollback journal, or Litestream checkpoints).
+    long_read_bound: u32,
 }
+
+/// How long a long read waits at most for the WAL to start over.
+const LONG_READ_WAIT: Duration = Duration::from_secs(1);
+/// A partition with no commit for this long is not being written: its WAL cannot grow.
+const WRITES_PAUSED: Duration = Duration::from_millis(20);
+/// How often a waiting long read looks at the WAL again.
+const LONG_READ_POLL: Duration = Duration::from_millis(1);
+/// The WAL size, in checkpoint thresholds, past which a long read waits.
+const LONG_READ_BOUND: u32 = 4;
 
 /// What an open hands to the partition's writer thread.
 #[derive(Debug)]
@@ -128,6 +141,10 @@ impl Partition {
             wal_pages,
             checkpoint_queued: AtomicBool::new(false),
             checkpoint_unfinished: AtomicBool::new(false),
+            long_read_bound: match config.journal == crate::JournalMode::Wal && !config.litestream {
+                true => crate::checkpointer::threshold(config).saturating_mul(LONG_READ_BOUND),
+                false => 0,
+            },
         });
         partition.counters.records.store(records, Ordering::Relaxed);
         Ok((partition, WriterStart { conn, next_id, records, lost }))
@@ -163,6 +180,32 @@ impl Partition {
     /// Pages in the WAL after the last commit.
     pub fn wal_pages(&self) -> u32 {
         self.wal_pages.load(Ordering::Relaxed)
+    }
+
+    /// Call before a long read transaction (an export): while the WAL is past its bound and the
+    /// partition is being written, waits (at most [`LONG_READ_WAIT`]) for the WAL to start over.
+    ///
+    /// A checkpoint copies WAL frames only up to the oldest reader's snapshot, and the writer
+    /// starts the WAL over only once every frame is copied and no reader holds any: long reads
+    /// following each other so that one is always under way (exports on two connections) would
+    /// let the WAL grow without end (tested: 48 MiB against a 64 KiB threshold). Held here, a
+    /// new one lets the running ones end, the checkpoint finish and the writer restart the WAL
+    /// first; so the WAL grows by at most what is committed during one long read.
+    pub fn before_long_read(&self) {
+        if self.long_read_bound == 0 {
+            return;
+        }
+        let started = Instant::now();
+        let (mut commits, mut since) = (self.counters.commits.load(Ordering::Relaxed), started);
+        while self.wal_pages() >= self.long_read_bound && started.elapsed() < LONG_READ_WAIT {
+            std::thread::sleep(LONG_READ_POLL);
+            let now = self.counters.commits.load(Ordering::Relaxed);
+            if now != commits {
+                (commits, since) = (now, Instant::now());
+            } else if since.elapsed() >= WRITES_PAUSED {
+                return;
+            }
+        }
     }
 
     /// Sets the directory's epoch (before the partition serves).
