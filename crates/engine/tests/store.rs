@@ -385,6 +385,7 @@ fn the_wal_stays_bounded_while_exports_follow_each_other() {
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
-    // Unbounded, it reached 48 MiB here; bounded, what one export lets pile up (2.6 MiB seen).
-    assert!(largest < 8 << 20, "the WAL grew to {largest} bytes");
+    // Unbounded, it reached 48 MiB here; bounded, what one export lets pile up (3.9 to 4.8 MiB
+    // seen).
+    assert!(largest < 16 << 20, "the WAL grew to {largest} bytes");
 }
