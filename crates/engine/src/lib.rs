@@ -47,7 +47,10 @@ pub use error::{Error, Result};
 pub use keyhash::{KeyHash, KeyHasher};
 pub use manifest::Manifest;
 pub use ops::{Condition, Op, Outcome, Record, Version, Written};
-pub use partition::check::PartitionCheck;
+pub use partition::{
+    check::PartitionCheck,
+    compact::{CompactReport, PartitionCompaction},
+};
 pub use store::{PartitionStats, Pending, PendingBatch, Scanned, Store, StoreStats};
 
 /// Longest key accepted, bytes.

@@ -43,6 +43,7 @@ use crate::{
     ops::{Condition, Op, Outcome, Record, Version, Written},
     partition::{
         check::PartitionCheck,
+        compact::CompactReport,
         writer::{self, Job, Maintenance, PartitionWriter, RequestResult, WriteRequest, WriterThread},
         Partition,
     },
@@ -445,6 +446,15 @@ impl Store {
     /// Checks every partition.
     pub fn check(&self) -> Result<Vec<PartitionCheck>> {
         (0..self.manifest.partitions).map(|p| self.check_partition(p)).collect()
+    }
+
+    /// Compacts every partition's database, one after the other, each on its writer thread
+    /// between two rounds of commits ([`crate::partition::compact`]).
+    pub fn compact(&self) -> Result<CompactReport> {
+        let partitions = (0..self.manifest.partitions)
+            .map(|partition| self.shared.control(partition, |reply| Job::Compact { partition, reply })?)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(CompactReport::of(partitions))
     }
 
     /// Sizes, counts and health of every partition, and the writers' counters.

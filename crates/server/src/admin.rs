@@ -1,7 +1,9 @@
-//! `/admin/backup`: `POST` starts a backup of the whole storage into a directory on the server's
-//! machine (`{"to": "/abs/dir", "max_rate_mib": 100}`) and answers `202` with its status at
-//! once; `GET` answers the status of the backup running or last run (docs/http-api.md,
-//! "POST /admin/backup").
+//! The admin routes that change the storage (docs/http-api.md):
+//! - `/admin/backup`: `POST` starts a backup of the whole storage into a directory on the
+//!   server's machine (`{"to": "/abs/dir", "max_rate_mib": 100}`) and answers `202` with its
+//!   status at once; `GET` answers the status of the backup running or last run.
+//! - `/admin/compact`: `POST` compacts every partition, one after the other, and answers what
+//!   each gave back once all are done.
 
 use std::path::PathBuf;
 
@@ -43,6 +45,14 @@ pub async fn backup(state: &State, method: &Method, body: Incoming) -> Result<Re
     let json = serde_json::to_vec(&answer)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
     Ok(response::json(status, json))
+}
+
+/// Serves `POST /admin/compact`.
+pub async fn compact(state: &State) -> Result<Response, ApiError> {
+    let report = state.backend.compact().await?;
+    let json = serde_json::to_vec(&report)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    Ok(response::json(StatusCode::OK, json))
 }
 
 fn parse(bytes: &[u8]) -> Result<(PathBuf, BackupOptions), ApiError> {

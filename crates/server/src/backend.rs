@@ -8,7 +8,9 @@
 
 use std::{future::Future, path::PathBuf, pin::Pin};
 
-use shardlite_engine::{backup::BackupOptions, Op, Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN};
+use shardlite_engine::{
+    backup::BackupOptions, CompactReport, Op, Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN,
+};
 
 use crate::{backup_status::BackupStatus, figures::Figures};
 
@@ -170,6 +172,17 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// to a closed directory.
     fn check(&self) -> BoxFuture<'_, BackendResult<Vec<PartitionCheck>>> {
         Box::pin(async move { Err(BackendError::NotImplemented(format!("the {} backend has no check", self.name()))) })
+    }
+
+    /// Compacts every partition of a running store (`POST /admin/compact`): the space deletes
+    /// left is given back to the file system.
+    fn compact(&self) -> BoxFuture<'_, BackendResult<CompactReport>> {
+        Box::pin(async move {
+            Err(BackendError::NotImplemented(format!(
+                "the {} backend does not compact through shardlite: use the database's own tools",
+                self.name()
+            )))
+        })
     }
 
     /// Starts a backup of all the storage into the directory `to` on the server's machine (new

@@ -31,6 +31,8 @@ pub enum Route {
     AdminBackup,
     /// `/openapi.yaml`: GET, HEAD; no auth: the API's OpenAPI description (`docs/openapi.yaml`).
     OpenApi,
+    /// `/admin/compact`: POST compacts every partition; role "admin".
+    AdminCompact,
     /// Any other path: 404.
     Unknown,
 }
@@ -42,7 +44,7 @@ impl Route {
     /// Every route that serves a path ([`Route::Unknown`] aside): what the OpenAPI description
     /// must describe (its tests, `crate::openapi`, check that it does).
     #[cfg(test)]
-    pub const SERVED: [Route; 11] = [
+    pub const SERVED: [Route; 12] = [
         Route::Kv,
         Route::Batch,
         Route::Keys,
@@ -53,6 +55,7 @@ impl Route {
         Route::Stats,
         Route::Metrics,
         Route::AdminBackup,
+        Route::AdminCompact,
         Route::OpenApi,
     ];
 
@@ -69,6 +72,7 @@ impl Route {
             "/metrics" => Route::Metrics,
             "/admin/backup" => Route::AdminBackup,
             "/openapi.yaml" => Route::OpenApi,
+            "/admin/compact" => Route::AdminCompact,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
             _ => Route::Unknown,
         }
@@ -88,6 +92,7 @@ impl Route {
             Route::Metrics => "/metrics",
             Route::AdminBackup => "/admin/backup",
             Route::OpenApi => "/openapi.yaml",
+            Route::AdminCompact => "/admin/compact",
             Route::Unknown => "unknown",
         }
     }
@@ -101,7 +106,7 @@ impl Route {
             Route::Kv | Route::Batch => Some(Role::Write),
             // Every record of a partition: what reads of each key would give.
             Route::Keys | Route::Export => Some(Role::Read),
-            Route::AdminCheck | Route::AdminBackup => Some(Role::Admin),
+            Route::AdminCheck | Route::AdminBackup | Route::AdminCompact => Some(Role::Admin),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::OpenApi | Route::Unknown => None,
         }
@@ -118,7 +123,7 @@ impl Route {
             Route::Kv => {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
-            Route::Batch => (*method == Method::POST, "POST"),
+            Route::Batch | Route::AdminCompact => (*method == Method::POST, "POST"),
             Route::Export | Route::AdminCheck => (*method == Method::GET, "GET"),
             Route::AdminBackup => (matches!(*method, Method::GET | Method::HEAD | Method::POST), "GET, HEAD, POST"),
             Route::Healthz | Route::Readyz | Route::Stats | Route::Metrics | Route::Keys | Route::OpenApi => {
@@ -180,6 +185,7 @@ mod tests {
         assert_eq!(Route::Keys.role(&Method::GET), Some(Role::Read));
         assert_eq!(Route::Export.role(&Method::GET), Some(Role::Read));
         assert_eq!(Route::AdminCheck.role(&Method::GET), Some(Role::Admin));
+        assert_eq!(Route::AdminCompact.role(&Method::POST), Some(Role::Admin));
         assert_eq!(Route::Stats.role(&Method::GET), Some(Role::Metrics));
         assert_eq!(Route::Metrics.role(&Method::GET), Some(Role::Metrics));
         assert_eq!(Route::Healthz.role(&Method::GET), None);
@@ -206,6 +212,7 @@ mod tests {
             | Route::Stats
             | Route::Metrics
             | Route::AdminBackup
+            | Route::AdminCompact
             | Route::OpenApi => Route::SERVED.contains(&route),
             Route::Unknown => !Route::SERVED.contains(&route),
         };

@@ -72,6 +72,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
             admin::backup(state, &parts.method, body).await
         }
         Route::OpenApi => Ok(openapi::handle()),
+        Route::AdminCompact => admin::compact(state).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
 }

@@ -6,7 +6,7 @@ use std::{path::PathBuf, sync::Arc};
 
 use bytes::Bytes;
 use shardlite_engine::{
-    backup::BackupOptions, bin_format, Error as EngineError, Op, Outcome, PartitionCheck, Record, Store,
+    backup::BackupOptions, bin_format, CompactReport, Error as EngineError, Op, Outcome, PartitionCheck, Record, Store,
 };
 
 use crate::{
@@ -140,6 +140,16 @@ impl Backend for SqliteBackend {
             tokio::task::spawn_blocking(move || store.check())
                 .await
                 .map_err(|e| BackendError::Internal(format!("checking the store failed: {e}")))?
+                .map_err(BackendError::from)
+        })
+    }
+
+    fn compact(&self) -> BoxFuture<'_, BackendResult<CompactReport>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || store.compact())
+                .await
+                .map_err(|e| BackendError::Internal(format!("compacting the store failed: {e}")))?
                 .map_err(BackendError::from)
         })
     }

@@ -8,7 +8,7 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
-use shardlite_engine::{backup::BackupOptions, Op, Outcome, PartitionCheck, Record};
+use shardlite_engine::{backup::BackupOptions, CompactReport, Op, Outcome, PartitionCheck, Record};
 
 use crate::{
     backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
@@ -75,6 +75,10 @@ impl Backend for Starting {
 
     fn check(&self) -> BoxFuture<'_, BackendResult<Vec<PartitionCheck>>> {
         Box::pin(async move { self.opened()?.check().await })
+    }
+
+    fn compact(&self) -> BoxFuture<'_, BackendResult<CompactReport>> {
+        Box::pin(async move { self.opened()?.compact().await })
     }
 
     fn start_backup(&self, to: PathBuf, options: BackupOptions) -> BoxFuture<'_, BackendResult<BackupStatus>> {

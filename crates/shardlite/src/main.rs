@@ -2,6 +2,7 @@
 
 mod backup;
 mod check;
+mod compact;
 mod export;
 mod import;
 mod litestream;
@@ -50,6 +51,10 @@ enum Command {
     Stats(stats::StatsArgs),
     /// Verify every partition of a data directory: SQLite integrity and index <-> data.
     Check(check::CheckArgs),
+    /// Give the space deleted records left back to the file system: every partition of a
+    /// running server (--url) or of a data directory no server has open (--data)
+    /// (docs/operations.md, "Compaction").
+    Compact(compact::CompactArgs),
     /// Back up a running server (--url) or a data directory no server has open (--data):
     /// every partition, its index and a checksummed manifest (docs/operations.md).
     Backup(backup::BackupArgs),
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
         Command::Export(args) => export::run(args),
         Command::Stats(args) => stats::run(args),
         Command::Backup(args) => backup::run(args),
+        Command::Compact(args) => compact::run(args),
         Command::LitestreamConfig(args) => litestream::run_config(args),
         Command::Restore(args) => restore::run(args),
         // Its exit status says what it found (0 clean, 1 findings, 2 could not run).

@@ -5,6 +5,7 @@
 //! ([`writer::PartitionWriter`]). Opening a partition is also its recovery ([`recovery`]).
 
 pub mod check;
+pub mod compact;
 pub mod readers;
 pub mod recovery;
 pub mod replay;
@@ -19,6 +20,7 @@ use std::{
         atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
         Arc, Mutex,
     },
+    time::{Duration, Instant},
 };
 
 use rusqlite::Connection;
@@ -64,7 +66,31 @@ pub struct Partition {
     pub checkpoint_queued: AtomicBool,
     /// The checkpointer's last checkpoint left frames behind: the writer finishes it.
     pub checkpoint_unfinished: AtomicBool,
+    /// WAL pages past which a long read waits for the WAL to start over ([`Self::long_read`]);
+    /// 0: never (no WAL of ours to bound: rollback journal, or Litestream checkpoints).
+    long_read_bound: u32,
+    /// Long reads under way ([`Self::long_read`]).
+    long_reads: AtomicU32,
 }
+
+/// A long read under way: counted until dropped.
+#[derive(Debug)]
+pub struct LongRead<'p>(&'p Partition);
+
+impl Drop for LongRead<'_> {
+    fn drop(&mut self) {
+        self.0.long_reads.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How long a long read waits at most for the WAL to start over once no other is under way.
+const LONG_READ_WAIT: Duration = Duration::from_secs(1);
+/// A partition with no commit for this long is not being written: its WAL cannot grow.
+const WRITES_PAUSED: Duration = Duration::from_millis(20);
+/// How often a waiting long read looks at the WAL again.
+const LONG_READ_POLL: Duration = Duration::from_millis(1);
+/// The WAL size, in checkpoint thresholds, past which a long read waits.
+const LONG_READ_BOUND: u32 = 4;
 
 /// What an open hands to the partition's writer thread.
 #[derive(Debug)]
@@ -127,6 +153,11 @@ impl Partition {
             wal_pages,
             checkpoint_queued: AtomicBool::new(false),
             checkpoint_unfinished: AtomicBool::new(false),
+            long_read_bound: match config.journal == crate::JournalMode::Wal && !config.litestream {
+                true => crate::checkpointer::threshold(config).saturating_mul(LONG_READ_BOUND),
+                false => 0,
+            },
+            long_reads: AtomicU32::new(0),
         });
         partition.counters.records.store(records, Ordering::Relaxed);
         Ok((partition, WriterStart { conn, next_id, records, lost }))
@@ -162,6 +193,44 @@ impl Partition {
     /// Pages in the WAL after the last commit.
     pub fn wal_pages(&self) -> u32 {
         self.wal_pages.load(Ordering::Relaxed)
+    }
+
+    /// Call before a long read transaction (an export), and hold what it returns until the
+    /// transaction ends: while the WAL is past its bound, waits for the long reads under way to
+    /// end and then, while the partition is being written, at most [`LONG_READ_WAIT`] more for
+    /// the WAL to start over.
+    ///
+    /// A checkpoint copies WAL frames only up to the oldest reader's snapshot, and the writer
+    /// starts the WAL over only once every frame is copied and no reader holds any: long reads
+    /// following each other so that one is always under way (exports on two connections) would
+    /// let the WAL grow without end (tested: 48 MiB against a 64 KiB threshold). Held here, a
+    /// new one lets the running ones end, the checkpoint finish and the writer restart the WAL
+    /// first; so the WAL grows by at most what is committed during one long read.
+    pub fn long_read(&self) -> LongRead<'_> {
+        if self.long_read_bound > 0 {
+            self.await_wal_restart();
+        }
+        self.long_reads.fetch_add(1, Ordering::AcqRel);
+        LongRead(self)
+    }
+
+    fn await_wal_restart(&self) {
+        let mut commits = self.counters.commits.load(Ordering::Relaxed);
+        let (mut alone, mut written) = (Instant::now(), Instant::now());
+        while self.wal_pages() >= self.long_read_bound {
+            std::thread::sleep(LONG_READ_POLL);
+            if self.long_reads.load(Ordering::Acquire) > 0 {
+                alone = Instant::now();
+                continue;
+            }
+            let now = self.counters.commits.load(Ordering::Relaxed);
+            if now != commits {
+                (commits, written) = (now, Instant::now());
+            }
+            if alone.elapsed() >= LONG_READ_WAIT || written.elapsed() >= WRITES_PAUSED {
+                return;
+            }
+        }
     }
 
     /// Sets the directory's epoch (before the partition serves).

@@ -327,6 +327,17 @@ pub fn scan_records(
     Ok(())
 }
 
+/// Rewrites the database without free space (`VACUUM`; ids are kept: `crate::partition::compact`).
+pub fn vacuum(conn: &Connection) -> Result<()> {
+    conn.execute_batch("VACUUM")?;
+    Ok(())
+}
+
+/// Pages on the database's free list.
+pub fn free_pages(conn: &Connection) -> Result<u64> {
+    Ok(conn.pragma_query_value(None, "freelist_count", |r| r.get::<_, i64>(0))? as u64)
+}
+
 /// SQLite's `quick_check`: `"ok"` or the problems found.
 pub fn quick_check(conn: &Connection) -> Result<String> {
     let mut stmt = conn.prepare("PRAGMA quick_check")?;

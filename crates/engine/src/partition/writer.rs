@@ -28,7 +28,7 @@ use std::{
 use crossbeam_channel::{Receiver, Sender};
 use rusqlite::Connection;
 
-use super::{check, recovery::rebuild_index, snapshot, sql, Partition, WriterStart};
+use super::{check, compact, recovery::rebuild_index, snapshot, sql, Partition, WriterStart};
 use crate::{
     cache::RecordCache,
     checkpointer::{self, Checkpoints},
@@ -89,6 +89,13 @@ pub enum Job {
         conn: Box<Connection>,
         /// Where the answer goes.
         reply: oneshot::Sender<Result<snapshot::Snapshot>>,
+    },
+    /// Compact the partition's database ([`compact::run`]).
+    Compact {
+        /// The partition.
+        partition: u32,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<compact::PartitionCompaction>>,
     },
     /// Freeze the recent index now (a forced merge); answers whether anything was frozen.
     Freeze {
@@ -607,6 +614,11 @@ impl WriterThread {
             Job::Snapshot { partition, conn, reply } => {
                 let writer = self.writer(partition);
                 let _ = reply.send(snapshot::take(&writer.partition, &writer.conn, *conn));
+            }
+            Job::Compact { partition, reply } => {
+                let config = self.config.clone();
+                let writer = self.writer(partition);
+                let _ = reply.send(compact::run(&writer.partition, &writer.conn, &config));
             }
             Job::Freeze { partition, reply } => {
                 let froze = self.writer(partition).partition.index.as_ref().is_some_and(|i| i.freeze_if(1));

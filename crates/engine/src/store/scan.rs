@@ -40,9 +40,11 @@ impl Store {
     /// Calls `f` with every record of partition `partition`, values included, in id order,
     /// all from one read transaction on a connection of the scan's own: a long export keeps
     /// no pooled reader from lookups. Writers never wait for it; checkpoints cannot restart
-    /// the partition's WAL until it ends, so the WAL grows meanwhile.
+    /// the partition's WAL until it ends, so the WAL grows meanwhile, and a new one waits for
+    /// the WAL to start over first if it grew past its bound ([`crate::partition::Partition::long_read`]).
     pub fn snapshot(&self, partition: u32, mut f: impl FnMut(Scanned<'_>) -> Result<()>) -> Result<()> {
         let part = self.partition(partition)?;
+        let _reading = part.long_read();
         let conn = part.readers.open_own()?;
         sql::scan_records(&conn, 0, u64::MAX, true, |id, key, counter, value| {
             f(Scanned { version: part.version(id, counter), key, value })

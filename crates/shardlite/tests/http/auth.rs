@@ -26,6 +26,7 @@ async fn every_route_but_healthz_needs_the_token() {
         (Method::GET, server.at("/keys?partition=0")),
         (Method::POST, server.at("/admin/backup")),
         (Method::GET, server.at("/admin/backup")),
+        (Method::POST, server.at("/admin/compact")),
         (Method::GET, server.at("/no/such/route")),
     ];
     for (method, url) in &requests {
@@ -70,7 +71,7 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
     let kv = server.kv(&key(1));
     let batch = r#"{"ops":[{"op":"get","key":"6b31"}]}"#;
     // (method, url, body, the roles allowed)
-    let requests: [(Method, String, &str, &[&str]); 11] = [
+    let requests: [(Method, String, &str, &[&str]); 12] = [
         (Method::GET, kv.clone(), "", &["read", "write"]),
         (Method::HEAD, kv.clone(), "", &["read", "write"]),
         (Method::PUT, kv.clone(), "v", &["write"]),
@@ -80,6 +81,7 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
         (Method::HEAD, server.at("/keys?partition=0"), "", &["read", "write"]),
         (Method::GET, server.at("/export?partition=0"), "", &["read", "write"]),
         (Method::GET, server.at("/admin/check"), "", &["admin"]),
+        (Method::POST, server.at("/admin/compact"), "", &["admin"]),
         (Method::GET, server.at("/stats"), "", &["metrics"]),
         (Method::GET, server.at("/metrics"), "", &["metrics"]),
     ];
