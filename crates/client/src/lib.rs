@@ -1,0 +1,88 @@
+//! A client of shardlite's HTTP API (docs/http-api.md; docs/clients.md compares it with the
+//! Python client): reads, upserts, conditional writes, deletes, batches and a page of keys;
+//! [`Client::compare_and_set`]; errors typed by the server's stable codes ([`ErrorCode`]);
+//! bounded retries with backoff of the 503s that are safe to send again, honoring
+//! `Retry-After` ([`Retry`]); keep-alive connections pooled across tasks, timeouts, a bearer
+//! token, `https://` (rustls). It runs on hyper and tokio, like the server.
+//!
+//! ```no_run
+//! use shardlite_client::{Client, Error, ErrorCode};
+//!
+//! # async fn example() -> Result<(), Error> {
+//! let client = Client::builder("http://127.0.0.1:8080").token("T").build()?;
+//! let written = client.put(b"user:1", "Ada").await?;
+//! let record = client.get(b"user:1").await?.expect("just written");
+//! assert_eq!(record.value, "Ada");
+//! assert_eq!(record.etag, written.etag);
+//!
+//! // A conditional write: only over the state read.
+//! match client.put_if(b"user:1", "Ada L.", &record.etag).await {
+//!     Ok(_) => {}
+//!     Err(e) if e.is_precondition_failed() => println!("changed meanwhile"),
+//!     Err(e) => return Err(e),
+//! }
+//! // Insert only.
+//! if let Err(e) = client.create(b"user:1", "Grace").await {
+//!     assert_eq!(e.code(), Some(&ErrorCode::PreconditionFailed));
+//! }
+//! assert!(client.delete(b"user:1").await?);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A counter that concurrent clients increment without losing an update:
+//!
+//! ```no_run
+//! # async fn example(client: shardlite_client::Client) -> Result<(), shardlite_client::Error> {
+//! client
+//!     .compare_and_set(b"visits", |current| {
+//!         let n: u64 = current.map_or(0, |v| std::str::from_utf8(v).unwrap().parse().unwrap());
+//!         (n + 1).to_string()
+//!     })
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Many operations in one request:
+//!
+//! ```no_run
+//! use shardlite_client::{Condition, Op};
+//!
+//! # async fn example(client: shardlite_client::Client) -> Result<(), shardlite_client::Error> {
+//! let results = client
+//!     .batch(&[Op::put(&b"a"[..], &b"1"[..]), Op::put(&b"b"[..], &b"2"[..]).when(Condition::Absent), Op::get(&b"a"[..])])
+//!     .await?;
+//! for result in results {
+//!     match result {
+//!         Ok(outcome) => println!("{} {:?}", outcome.status, outcome.etag),
+//!         Err(refused) => println!("{refused}"),
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Modules: `client` (the operations), `cas` (compare-and-set), `batch` (`POST /batch`),
+//! `keys` (`GET /keys`), `etag` (tags, records, conditions), `error`, `retry` (what is retried
+//! and how long to wait), `transport` (hyper's pooled client, one attempt), `builder`
+//! (settings).
+
+mod batch;
+mod builder;
+mod cas;
+mod client;
+mod error;
+mod etag;
+mod keys;
+mod retry;
+mod transport;
+
+pub use batch::{Op, OpResult, Outcome};
+pub use builder::ClientBuilder;
+pub use bytes::Bytes;
+pub use client::Client;
+pub use error::{Error, ErrorCode, ServerError};
+pub use etag::{Condition, ETag, Record, Written};
+pub use keys::KeyPage;
+pub use retry::Retry;

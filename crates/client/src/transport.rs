@@ -1,0 +1,213 @@
+//! [`Transport`]: one request and its whole answer over hyper-util's pooled client (keep-alive
+//! connections reused across requests and tasks; `http://` and `https://` through
+//! hyper-rustls), with the bearer token, the timeout, and the server's error body decoded into
+//! a [`ServerError`]. [`Transport::send`] is one attempt; retries are the caller's
+//! ([`crate::retry`]).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{
+    header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, ETAG, RETRY_AFTER},
+    HeaderMap, Method, Request, StatusCode, Uri,
+};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::{connect::HttpConnector, Client as Pool};
+use serde::Deserialize;
+
+use crate::{
+    error::{Error, ErrorCode, ServerError},
+    etag::ETag,
+    retry::parse_retry_after,
+};
+
+/// A whole answer: status, headers, body.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// The answer's `ETag`, which a successful write or read must carry.
+    pub fn etag(&self) -> Result<ETag, Error> {
+        self.headers
+            .get(ETAG)
+            .and_then(ETag::from_header)
+            .ok_or_else(|| Error::Protocol(format!("a {} answer without an ETag", self.status)))
+    }
+
+    /// The answer as the server's refusal.
+    pub fn refusal(&self) -> ServerError {
+        #[derive(Deserialize)]
+        struct Body {
+            error: String,
+            message: String,
+        }
+        let is_json = self.headers.get(CONTENT_TYPE).is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
+        let body = is_json.then(|| serde_json::from_slice::<Body>(&self.body).ok()).flatten();
+        let (code, message) = match body {
+            Some(b) => (ErrorCode::parse(&b.error), b.message),
+            // Not from shardlite's handlers (a proxy, hyper's own 400): the body as text.
+            None => (ErrorCode::Other(String::new()), String::from_utf8_lossy(&self.body).into_owned()),
+        };
+        ServerError {
+            status: self.status.as_u16(),
+            code,
+            message,
+            etag: self.headers.get(ETAG).and_then(ETag::from_header),
+            retry_after: self.headers.get(RETRY_AFTER).and_then(parse_retry_after),
+        }
+    }
+}
+
+/// Where the server is and how to reach it.
+#[derive(Debug, Clone)]
+pub(crate) struct Transport {
+    /// The pooled client.
+    pool: Pool<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// `scheme://authority` and the path prefix, without a trailing `/`.
+    base: String,
+    /// `Bearer <token>`, if the server wants one.
+    authorization: Option<HeaderValue>,
+    /// How long one attempt may take, from sending to the answer's last byte.
+    timeout: Duration,
+}
+
+/// How the transport is set up (from the builder).
+pub(crate) struct Setup {
+    /// The server's URL.
+    pub url: String,
+    /// The bearer token.
+    pub token: Option<String>,
+    /// See [`Transport::timeout`].
+    pub timeout: Duration,
+    /// The longest a connection may take to open (TCP, and the TLS handshake).
+    pub connect_timeout: Duration,
+    /// How long an unused connection stays in the pool.
+    pub idle_timeout: Duration,
+    /// The most unused connections kept per server.
+    pub max_idle: usize,
+    /// The TLS configuration for `https://`.
+    pub tls: rustls::ClientConfig,
+}
+
+impl Transport {
+    /// The transport `setup` describes.
+    pub fn new(setup: Setup) -> Result<Self, Error> {
+        let uri: Uri = setup.url.parse().map_err(|e| Error::Config(format!("bad URL `{}`: {e}", setup.url)))?;
+        let scheme = uri.scheme_str().unwrap_or_default();
+        if !matches!(scheme, "http" | "https") || uri.authority().is_none() {
+            return Err(Error::Config(format!("`{}` is not an http:// or https:// URL", setup.url)));
+        }
+        if uri.query().is_some() {
+            return Err(Error::Config(format!("`{}`: the URL of a server has no query", setup.url)));
+        }
+        let authorization = setup
+            .token
+            .map(|token| {
+                let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| Error::Config("the token is not a valid header value".into()))?;
+                value.set_sensitive(true);
+                Ok::<_, Error>(value)
+            })
+            .transpose()?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        // Requests are written whole: send them now, not after Nagle's delay.
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(setup.connect_timeout));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(setup.tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let pool = Pool::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .pool_idle_timeout(setup.idle_timeout)
+            .pool_max_idle_per_host(setup.max_idle)
+            .build(connector);
+        let base = format!("{}://{}{}", scheme, uri.authority().map(|a| a.as_str()).unwrap_or_default(), uri.path());
+        Ok(Self { pool, base: base.trim_end_matches('/').to_owned(), authorization, timeout: setup.timeout })
+    }
+
+    /// Sends one request to `path` (which starts with `/`) and reads its whole answer, within
+    /// the timeout.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        header: Option<(HeaderName, HeaderValue)>,
+        body: Bytes,
+    ) -> Result<Answer, Error> {
+        let mut request = Request::builder().method(method).uri(format!("{}{path}", self.base));
+        if let Some(auth) = &self.authorization {
+            request = request.header(AUTHORIZATION, auth.clone());
+        }
+        if let Some((name, value)) = header {
+            request = request.header(name, value);
+        }
+        let request = request.body(Full::new(body)).map_err(|e| Error::Config(format!("bad request: {e}")))?;
+        let exchange = async {
+            let response = self.pool.request(request).await.map_err(|e| Error::Transport(Box::new(e)))?;
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map_err(|e| Error::Transport(Box::new(e)))?.to_bytes();
+            Ok(Answer { status: parts.status, headers: parts.headers, body })
+        };
+        tokio::time::timeout(self.timeout, exchange).await.map_err(|_| Error::Timeout(self.timeout))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(url: &str) -> Setup {
+        Setup {
+            url: url.into(),
+            token: None,
+            timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            max_idle: 1,
+            tls: crate::builder::tls_config(&[]).unwrap(),
+        }
+    }
+
+    #[tokio::test]
+    async fn urls_are_checked() {
+        assert_eq!(Transport::new(setup("http://127.0.0.1:8080/")).unwrap().base, "http://127.0.0.1:8080");
+        assert_eq!(Transport::new(setup("https://db.example:8443/api")).unwrap().base, "https://db.example:8443/api");
+        for bad in ["ftp://127.0.0.1", "127.0.0.1:8080", "http://h/?x=1", "not a url"] {
+            assert!(matches!(Transport::new(setup(bad)), Err(Error::Config(_))), "{bad}");
+        }
+        let mut with_bad_token = setup("http://127.0.0.1:1");
+        with_bad_token.token = Some("a\nb".into());
+        assert!(matches!(Transport::new(with_bad_token), Err(Error::Config(_))));
+    }
+
+    #[test]
+    fn refusals_are_decoded() {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ETAG, HeaderValue::from_static("\"1.2.3\""));
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        let body = Bytes::from_static(br#"{"error":"precondition_failed","message":"no"}"#);
+        let answer = Answer { status: StatusCode::PRECONDITION_FAILED, headers, body };
+        let refusal = answer.refusal();
+        assert_eq!(
+            (refusal.status, refusal.code, refusal.message.as_str()),
+            (412, ErrorCode::PreconditionFailed, "no")
+        );
+        assert_eq!(refusal.etag.unwrap().as_str(), "\"1.2.3\"");
+        assert_eq!(refusal.retry_after, Some(Duration::from_secs(1)));
+        let bare =
+            Answer { status: StatusCode::BAD_REQUEST, headers: HeaderMap::new(), body: Bytes::from_static(b"x") };
+        assert_eq!(bare.refusal().code, ErrorCode::Other(String::new()));
+    }
+}
