@@ -31,9 +31,12 @@ measure() {  # scheme port serve-flags...
   RUST_LOG=warn "$bin" serve --data "$dir/data" --listen 127.0.0.1:$port "$@" >/dev/null 2>&1 &
   server=$!
   for _ in $(seq 300); do curl -sfk "$scheme://localhost:$port/readyz" >/dev/null && break; sleep 0.1; done
+  # measure runs in a subshell: the EXIT trap cannot see this server, so stop it here, always.
+  local status=0
   "$bin" bench --url "$scheme://localhost:$port" --tls-ca "$dir/ca.pem" --workloads select \
-    --concurrency "$conns" --duration "$secs" --warmup "$warmup" --json >"$dir/$scheme.json"
+    --concurrency "$conns" --duration "$secs" --warmup "$warmup" --json >"$dir/$scheme.json" || status=$?
   kill -TERM $server; wait $server || true
+  [ "$status" = 0 ] || return "$status"
   python3 - "$dir/$scheme.json" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
