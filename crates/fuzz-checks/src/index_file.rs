@@ -9,7 +9,7 @@ use std::path::Path;
 use shardlite_engine::{
     index::{
         entry_fingerprint,
-        format::{Header, PAGE, PAGE_CAPACITY},
+        format::{Header, PAGE},
         HashIndex, MainIndex,
     },
     Error,
@@ -64,7 +64,7 @@ fn check_header(header: &Header, len: usize) {
     let page = PAGE as u128;
     let implied = (1 + u128::from(header.buckets)) * page + u128::from(header.overflow) * 8 + 4;
     assert_eq!(implied, len as u128, "{header:?} opened from a file of {len} bytes");
-    let most = u128::from(header.buckets) * PAGE_CAPACITY as u128 + u128::from(header.overflow);
+    let most = u128::from(header.buckets) * header.capacity() as u128 + u128::from(header.overflow);
     let entries = u128::from(header.entries);
     assert!(u128::from(header.overflow) <= entries && entries <= most, "{header:?}: entries do not add up");
 }
@@ -94,14 +94,18 @@ fn with_checksums_repaired(bytes: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let mut b = bytes.to_vec();
-    let header_crc = crc32c::crc32c(&b[0..52]);
-    b[52..56].copy_from_slice(&header_crc.to_le_bytes());
+    let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
+    let crc_at = if version == 1 { 52 } else { 56 };
+    let header_crc = crc32c::crc32c(&b[0..crc_at]);
+    b[crc_at..crc_at + 4].copy_from_slice(&header_crc.to_le_bytes());
     let buckets = u64::from_le_bytes(b[16..24].try_into().expect("8 bytes"));
+    let id_bits = if version == 1 { 32 } else { u32::from_le_bytes(b[52..56].try_into().expect("4 bytes")) };
+    let width = entry_width(version, buckets, id_bits);
     let pages_end = buckets.saturating_add(1).saturating_mul(PAGE as u64).min(b.len() as u64) as usize;
     for page in b[PAGE..pages_end].chunks_exact_mut(PAGE) {
         let n = usize::from(u16::from_le_bytes([page[0], page[1]]));
-        if n <= PAGE_CAPACITY {
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&page[0..4]), &page[8..8 + 8 * n]);
+        if let Some(bytes) = width.map(|w| (n * w).div_ceil(8)).filter(|bytes| *bytes <= PAGE - 8) {
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&page[0..4]), &page[8..8 + bytes]);
             page[4..8].copy_from_slice(&crc.to_le_bytes());
         }
     }
@@ -110,4 +114,17 @@ fn with_checksums_repaired(bytes: &[u8]) -> Option<Vec<u8>> {
         b[crc_at..].copy_from_slice(&crc.to_le_bytes());
     }
     Some(b)
+}
+
+/// Bits of one packed entry (`format.rs`): 64 in version 1; in version 2 the bits of a bucket's
+/// fingerprint span plus the id bits. `None` where the header leaves no sane width.
+fn entry_width(version: u32, buckets: u64, id_bits: u32) -> Option<usize> {
+    if version == 1 {
+        return Some(64);
+    }
+    if buckets == 0 || !(1..=32).contains(&id_bits) {
+        return None;
+    }
+    let span = (1u64 << 32).div_ceil(buckets) - 1;
+    Some((u64::BITS - span.leading_zeros() + id_bits) as usize)
 }

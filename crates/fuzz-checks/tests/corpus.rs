@@ -48,7 +48,7 @@ fn index_seeds() -> Vec<(&'static str, Vec<u64>)> {
     vec![
         ("seed-one-bucket.idx", spread(100)),
         ("seed-three-buckets.idx", spread(1_000)),
-        ("seed-overflow.idx", (0..600).map(|i| entry(0x1234_5678, i)).collect()),
+        ("seed-overflow.idx", (0..1_000).map(|i| entry(0x1234_5678, i)).collect()),
         ("seed-empty.idx", Vec::new()),
     ]
 }
