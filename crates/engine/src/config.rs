@@ -188,10 +188,10 @@ pub struct Config {
     // 0: no memory mapping.
     #[cfg_attr(feature = "cli", arg(long))]
     pub mmap_size: u64,
-    /// RAM the store may hold, MiB [default: a quarter of the machine's RAM, or of the
-    /// container's memory limit if that is less].
-    // Divided among SQLite, the record cache and the recent index entries (`crate::memory`);
-    // the data pages are left to the OS page cache.
+    /// RAM the store may hold, MiB [default: a quarter of the machine's RAM, or seven eighths of
+    /// the container's memory limit if that is less].
+    // Divided among index pages, SQLite, the record cache and the recent index entries
+    // (`crate::memory`); the data pages are left to the OS page cache.
     #[cfg_attr(feature = "cli", arg(long))]
     pub memory_budget_mib: Option<u64>,
     /// SQLite page cache per connection, KiB (at most: the memory budget may give less).

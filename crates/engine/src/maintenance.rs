@@ -10,9 +10,13 @@
 //! forgot: with the commit log they are (a commit is visible only once logged); at
 //! `synchronous = full` without it, too; at `normal` the merge syncs the partition's WAL after
 //! reading the tombstones and before writing the new file.
+//!
+//! After the store opens, the thread also reads each partition's index file into RAM
+//! ([`crate::index::resident`]), one partition whenever no other work waits, so lookups are
+//! served meanwhile (from the files) and a stop is not held up.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, VecDeque},
     sync::{atomic::Ordering, Arc},
     time::{Duration, Instant},
 };
@@ -21,7 +25,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::{
     commitlog::CommitLog,
-    index::Tombstones,
+    index::{IndexPages, Tombstones},
     layout,
     partition::{
         sql,
@@ -46,14 +50,21 @@ pub struct Work {
     pub log: Option<Arc<CommitLog>>,
     /// Sync a partition's WAL before publishing a merge (`synchronous = normal`).
     pub sync_wal_before_merge: bool,
+    /// The budget's part for index pages in RAM (`None`: none is kept).
+    pub index_pages: Option<Arc<IndexPages>>,
 }
 
 /// Runs until told to stop (or every sender is gone).
 pub fn run(jobs: Receiver<Maintenance>, work: Work) {
     let mut failed = BTreeSet::new();
     let mut trimmed = Instant::now();
+    let mut to_load: VecDeque<&Arc<Partition>> = match &work.index_pages {
+        Some(_) => work.partitions.iter().collect(),
+        None => VecDeque::new(),
+    };
     loop {
         let wait = match (&work.log, failed.is_empty()) {
+            _ if !to_load.is_empty() => Duration::ZERO,
             (Some(_), _) => TRIM_EVERY,
             (None, false) => RETRY_AFTER,
             (None, true) => Duration::from_secs(3600),
@@ -66,16 +77,24 @@ pub fn run(jobs: Receiver<Maintenance>, work: Work) {
                 }
             }
             Ok(Maintenance::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {
-                failed.retain(|p| {
+            Err(RecvTimeoutError::Timeout) => match (to_load.pop_front(), &work.index_pages) {
+                (Some(partition), Some(pages)) => keep_index_in_ram(partition, pages),
+                _ => failed.retain(|p| {
                     merge(&work.partitions[*p as usize], &work.writers, work.sync_wal_before_merge).is_err()
-                });
-            }
+                }),
+            },
         }
         if trimmed.elapsed() >= TRIM_EVERY {
             trimmed = Instant::now();
             trim(&work);
         }
+    }
+}
+
+/// Reads one partition's index file into RAM, as far as the part has room.
+fn keep_index_in_ram(partition: &Partition, pages: &Arc<IndexPages>) {
+    if let Some(index) = &partition.index {
+        index.keep_in_ram(Arc::clone(pages));
     }
 }
 

@@ -1,7 +1,11 @@
 //! The memory budget (`memory_budget_mib`): how much RAM the store may hold, and how it is
 //! divided. The data itself is left to the OS page cache, which the kernel evicts under
 //! pressure (a container's limit included) and which every connection shares; the store's own
-//! memory is what must stay small, at any partition count and any load. Its parts:
+//! memory is what must stay within the budget, at any partition count and any load. Its parts:
+//! - index pages, [`INDEX_PAGES_SHARE`] (less where the others' minimums need it): the index
+//!   files' pages held in RAM ([`crate::index::resident`]), since a cold lookup needs its index
+//!   page and the page cache does not keep them. What the index files do not fill is not used.
+//!   The other parts share what is left, the working memory:
 //! - SQLite, [`SQLITE_SHARE`]: every connection's page cache, schema and statements. Each
 //!   connection's `cache_size` is its part of the share over every connection the store may
 //!   open (a writer and up to `readers_per_partition` readers a partition, and the
@@ -20,20 +24,23 @@
 //! `cache_size_kib`, `record_cache_mib` and `merge_threshold` stay ceilings: a part takes the
 //! smaller of its setting and its share, so a bigger cache is had by a bigger budget.
 //!
-//! The default budget is a quarter of the memory the process may use: the machine's RAM, or a
-//! container's limit if that is smaller ([`shardlite_proc::cgroup`]); raised to the least the
-//! partitions need ([`minimum_budget`]) if that is at most half. The rest is left to the page
-//! cache, which holds what cold reads need most: the index files' pages.
+//! The default budget is a quarter of the machine's RAM ([`MACHINE_FRACTION`]), or, in a
+//! container whose memory limit is smaller, seven eighths of that limit
+//! ([`CONTAINER_FRACTION`]: the container is the server's, and what the budget leaves is the
+//! page cache the reads and writes pass through); raised to the least the partitions need
+//! ([`minimum_budget`]) if that is at most half ([`shardlite_proc::cgroup`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::{Config, Error, Result};
 
-/// The part of the budget SQLite's connections may use.
+/// The most of the budget index pages in RAM may take.
+pub const INDEX_PAGES_SHARE: f64 = 0.60;
+/// The part of the working memory SQLite's connections may use.
 pub const SQLITE_SHARE: f64 = 0.50;
-/// The part for the record cache.
+/// The part of the working memory for the record cache.
 pub const RECORD_CACHE_SHARE: f64 = 0.15;
-/// The part for recent index entries.
+/// The part of the working memory for recent index entries.
 pub const RECENT_INDEX_SHARE: f64 = 0.15;
 /// Bytes a recent index entry costs in RAM (an 8-byte entry in a `BTreeSet`: 15.4 measured for
 /// random inserts, allocator slack on top).
@@ -47,8 +54,10 @@ pub const CONNECTION_BYTES: u64 = 48 << 10;
 pub const MIN_CACHE_KIB: u32 = 16;
 /// The fewest entries a partition gathers before a merge (smaller makes merges a burden).
 pub const MIN_MERGE_THRESHOLD: usize = 1024;
-/// The default budget is the memory the process may use divided by this.
-pub const DEFAULT_FRACTION: u64 = 4;
+/// The default budget on a machine: its RAM times this.
+pub const MACHINE_FRACTION: f64 = 0.25;
+/// The default budget in a container with a smaller memory limit: the limit times this.
+pub const CONTAINER_FRACTION: f64 = 0.875;
 
 /// Where the budget came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,7 +67,7 @@ pub enum BudgetSource {
     Configured,
     /// A quarter of the machine's RAM.
     Machine,
-    /// A quarter of the container's (cgroup's) memory limit.
+    /// Seven eighths of the container's (cgroup's) memory limit.
     Container,
 }
 
@@ -67,6 +76,8 @@ pub enum BudgetSource {
 pub struct MemoryPlan {
     /// The whole budget.
     pub budget: u64,
+    /// Index files' pages held in RAM, at most.
+    pub index_pages: u64,
     /// Where it came from.
     pub source: BudgetSource,
     /// SQLite's part: its connections' page caches and what each holds besides.
@@ -89,7 +100,10 @@ impl MemoryPlan {
     /// The plan for `config` and a store of `partitions`; refuses a budget too small for them.
     pub fn new(config: &Config, partitions: u32) -> Result<Self> {
         let (budget, source) = budget(config, partitions)?;
-        let share = |part: f64| (budget as f64 * part) as u64;
+        let index_pages =
+            ((budget as f64 * INDEX_PAGES_SHARE) as u64).min(budget.saturating_sub(minimum_budget(partitions)));
+        let working = budget - index_pages;
+        let share = |part: f64| (working as f64 * part) as u64;
         let sqlite = share(SQLITE_SHARE);
         let connections = |readers: usize| u64::from(partitions) * (1 + readers as u64) + 1;
         let cache_kib = |readers: usize| (sqlite / connections(readers)).saturating_sub(CONNECTION_BYTES) >> 10;
@@ -111,6 +125,7 @@ impl MemoryPlan {
         }
         Ok(Self {
             budget,
+            index_pages,
             source,
             sqlite,
             readers_per_partition: readers,
@@ -134,7 +149,8 @@ impl MemoryPlan {
     }
 }
 
-/// The smallest budget that gives `partitions` (one reader each) their minimums.
+/// The smallest budget that gives `partitions` (one reader each) their minimums (and index
+/// pages nothing).
 pub fn minimum_budget(partitions: u32) -> u64 {
     let connections = u64::from(partitions) * 2 + 1;
     let sqlite = connections * (CONNECTION_BYTES + (u64::from(MIN_CACHE_KIB) << 10));
@@ -142,19 +158,19 @@ pub fn minimum_budget(partitions: u32) -> u64 {
     ((sqlite as f64 / SQLITE_SHARE).max(recent as f64 / RECENT_INDEX_SHARE)) as u64
 }
 
-/// The configured budget, or the default: a quarter of the container's limit or of the RAM,
-/// raised to the minimum for `partitions` if half of it allows.
+/// The configured budget, or the default: seven eighths of a container's limit or a quarter of
+/// the RAM, raised to the minimum for `partitions` if half of the memory allows.
 fn budget(config: &Config, partitions: u32) -> Result<(u64, BudgetSource)> {
     if let Some(mib) = config.memory_budget_mib {
         return Ok((mib << 20, BudgetSource::Configured));
     }
     let machine = shardlite_proc::cgroup::machine_memory()
         .ok_or_else(|| Error::Config("cannot read the machine's memory: set memory_budget_mib".into()))?;
-    let (memory, source) = match shardlite_proc::cgroup::memory_limit() {
-        Some(limit) if limit < machine => (limit, BudgetSource::Container),
-        _ => (machine, BudgetSource::Machine),
+    let (memory, fraction, source) = match shardlite_proc::cgroup::memory_limit() {
+        Some(limit) if limit < machine => (limit, CONTAINER_FRACTION, BudgetSource::Container),
+        _ => (machine, MACHINE_FRACTION, BudgetSource::Machine),
     };
-    Ok(((memory / DEFAULT_FRACTION).max(minimum_budget(partitions).min(memory / 2)), source))
+    Ok((((memory as f64 * fraction) as u64).max(minimum_budget(partitions).min(memory / 2)), source))
 }
 
 #[cfg(test)]
@@ -174,7 +190,7 @@ mod tests {
             let recent = 2 * RECENT_ENTRY_BYTES * plan.merge_threshold as u64 * u64::from(partitions);
             assert!(sqlite <= plan.sqlite, "{plan:?}");
             assert!(recent <= plan.recent_index, "{plan:?}");
-            assert!(plan.sqlite + plan.record_cache + plan.recent_index <= plan.budget, "{plan:?}");
+            assert!(plan.index_pages + plan.sqlite + plan.record_cache + plan.recent_index <= plan.budget, "{plan:?}");
         }
     }
 
@@ -187,7 +203,8 @@ mod tests {
         assert_eq!(big.merge_threshold, defaults.merge_threshold);
         let small = plan(100, 256).unwrap();
         assert!(small.cache_kib < defaults.cache_size_kib && small.cache_kib >= MIN_CACHE_KIB);
-        assert_eq!(small.record_cache, 15 << 20);
+        let working = small.budget - small.index_pages;
+        assert_eq!(small.record_cache, (working as f64 * RECORD_CACHE_SHARE) as u64);
         assert!(small.merge_threshold < defaults.merge_threshold);
     }
 
@@ -200,6 +217,19 @@ mod tests {
         let plan = MemoryPlan::new(&Config { memory_budget_mib: Some(tight), ..config.clone() }, 256).unwrap();
         assert_eq!(plan.readers_per_partition, 1);
         assert_eq!(plan.apply(&config).readers_per_partition, 1);
+    }
+
+    /// Index pages take their share of a roomy budget, give way to the other parts' minimums in
+    /// a tight one, and get nothing from the least budget the partitions need.
+    #[test]
+    fn index_pages_come_after_the_minimums() {
+        let roomy = plan(1024, 256).unwrap();
+        assert_eq!(roomy.index_pages, (roomy.budget as f64 * INDEX_PAGES_SHARE) as u64);
+        let least = minimum_budget(256).div_ceil(1 << 20);
+        let tight = plan(least + 10, 256).unwrap();
+        assert_eq!(tight.index_pages, tight.budget - minimum_budget(256), "{tight:?}");
+        assert!(tight.index_pages < (tight.budget as f64 * INDEX_PAGES_SHARE) as u64);
+        assert_eq!(plan(least, 256).unwrap().index_pages, (least << 20) - minimum_budget(256));
     }
 
     #[test]

@@ -33,6 +33,7 @@ use crate::{
     commitlog::{CommitLog, LogStats},
     config::{IndexMode, JournalMode, Synchronous},
     dirlock::DirLock,
+    index::IndexPages,
     keyhash::{KeyHash, KeyHasher},
     layout::Layout,
     maintenance,
@@ -60,6 +61,8 @@ pub struct Store {
     config: Config,
     /// The memory budget and its parts (`config` holds what each part was given).
     memory: MemoryPlan,
+    /// The index pages held in RAM, charged to the budget's part for them.
+    index_pages: Arc<IndexPages>,
     manifest: Manifest,
     shared: Arc<Shared>,
     writer_threads: Mutex<Vec<JoinHandle<Vec<PartitionWriter>>>>,
@@ -214,6 +217,7 @@ impl Store {
         let log = log.map(Arc::new);
         let metrics = Arc::new(Metrics::default());
         let cache = RecordCache::new(config.record_cache_mib << 20, manifest.partitions).map(Arc::new);
+        let index_pages = IndexPages::new(memory.index_pages);
         let (maintenance_tx, maintenance_rx) = unbounded();
         let (checkpoint_tx, checkpoint_rx) = unbounded();
         let checkpoints = Checkpoints::new(checkpoint_tx);
@@ -252,6 +256,7 @@ impl Store {
                 writers: senders.clone(),
                 log: log.clone(),
                 sync_wal_before_merge: merges_sync_wal(&config),
+                index_pages: (memory.index_pages > 0).then(|| Arc::clone(&index_pages)),
             };
             spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, work))?
         };
@@ -277,6 +282,7 @@ impl Store {
             layout,
             config,
             memory,
+            index_pages,
             manifest,
             shared,
             writer_threads: Mutex::new(handles),
@@ -493,6 +499,7 @@ impl Store {
             plan: self.memory,
             record_cache_bytes: record_cache.map_or(0, |c| c.bytes),
             recent_index_bytes: recent_entries * memory::RECENT_ENTRY_BYTES,
+            index_pages_bytes: self.index_pages.used(),
         };
         StoreStats {
             memory,
@@ -819,6 +826,8 @@ pub struct MemoryStats {
     pub record_cache_bytes: u64,
     /// What the recent index entries of all partitions cost.
     pub recent_index_bytes: u64,
+    /// Index files' pages held in RAM.
+    pub index_pages_bytes: u64,
 }
 
 impl StoreStats {

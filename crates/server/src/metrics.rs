@@ -169,6 +169,12 @@ fn encode_sqlite(figures: &SqliteFigures, enc: &mut DescriptorEncoder) -> Result
     let memory = &stats.memory;
     metrics.extend([
         Gauge("shardlite_memory_budget_bytes", "RAM the store may hold (memory_budget_mib)", memory.plan.budget),
+        Gauge(
+            "shardlite_memory_index_pages_limit_bytes",
+            "The budget's part for index files' pages held in RAM",
+            memory.plan.index_pages,
+        ),
+        Gauge("shardlite_memory_index_pages_bytes", "Index files' pages held in RAM now", memory.index_pages_bytes),
         Gauge("shardlite_memory_sqlite_limit_bytes", "The budget's part for SQLite's connections", memory.plan.sqlite),
         Gauge(
             "shardlite_memory_record_cache_limit_bytes",

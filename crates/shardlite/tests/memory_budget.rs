@@ -4,7 +4,7 @@
 //! a few seconds: never killed, its resident memory (sampled every 20 ms) within the budget,
 //! `/stats` and `/metrics` showing the budget and its parts. And without `--memory-budget-mib`
 //! the budget honors the group's limit. Skipped, saying why, where no memory controller can be
-//! used.
+//! used. The index files' pages are held in RAM within the budget's part for them.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -118,6 +118,44 @@ async fn the_default_budget_honors_the_groups_limit() {
     let server = Server::start_from(|| group.command(EXE), dir.path(), &["--partitions", "4"], &[]).await;
     let plan = stats(&server).await["store"]["memory"]["plan"].clone();
     assert_eq!(plan["source"], "container", "{plan}");
-    assert_eq!(plan["budget"], (1024 << 20) / 4, "a quarter of the limit: {plan}");
+    assert_eq!(plan["budget"], (1024u64 << 20) * 7 / 8, "seven eighths of the limit: {plan}");
+    server.stop();
+}
+
+/// The index files' pages are read into RAM after the start, whole while the budget's part for
+/// them has room: `/stats` and `/metrics` count them, within the part.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_pages_are_held_in_ram_within_their_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let load = std::process::Command::new(EXE)
+        .args(["load", "--data", data, "--records", "200000", "--partitions", "4"])
+        .output()
+        .unwrap();
+    assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
+    let server = Server::start(dir.path(), &["--memory-budget-mib", "64"]).await;
+    let opened = stats(&server).await;
+    // Each file: a header page, its bucket pages, a few overflow entries and a checksum.
+    let pages: u64 = opened["store"]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| ((p["index_bytes"].as_u64().unwrap() - 4) / 4096 - 1) * 4096)
+        .sum();
+    assert!(pages > 0, "{opened}");
+    let mut held = 0;
+    for _ in 0..200 {
+        held = stats(&server).await["store"]["memory"]["index_pages_bytes"].as_u64().unwrap();
+        if held == pages {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(held, pages, "every bucket page is held");
+    let part = opened["store"]["memory"]["plan"]["index_pages"].as_u64().unwrap();
+    assert!(held <= part, "{held} bytes held of a part of {part}");
+    let metrics = common::client().get(server.at("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(&format!("shardlite_memory_index_pages_bytes {pages}")), "{metrics}");
+    assert!(metrics.contains(&format!("shardlite_memory_index_pages_limit_bytes {part}")), "{metrics}");
     server.stop();
 }

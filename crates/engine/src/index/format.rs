@@ -41,8 +41,10 @@ use std::{
     io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write},
     os::unix::fs::FileExt,
     path::{Path, PathBuf},
+    sync::{Arc, OnceLock},
 };
 
+use super::resident::{IndexPages, Resident};
 use crate::{layout, Error, Result};
 
 /// Bytes in a page.
@@ -345,6 +347,8 @@ pub struct MainIndex {
     file: Option<File>,
     header: Header,
     overflow: Vec<u64>,
+    /// The bucket pages held in RAM, all or the first ones (or none).
+    resident: OnceLock<Resident>,
 }
 
 impl MainIndex {
@@ -359,7 +363,7 @@ impl MainIndex {
             fingerprint_bits,
             id_bits: 1,
         };
-        Self { path: path.to_owned(), file: None, header, overflow: Vec::new() }
+        Self { path: path.to_owned(), file: None, header, overflow: Vec::new(), resident: OnceLock::new() }
     }
 
     /// Opens a file, checking its header, length and overflow section (pages are checked as
@@ -400,7 +404,7 @@ impl MainIndex {
         if !ascending(&overflow) {
             return Err(corrupt("overflow entries out of order".into()));
         }
-        Ok(Self { path: path.to_owned(), file: Some(file), header, overflow })
+        Ok(Self { path: path.to_owned(), file: Some(file), header, overflow, resident: OnceLock::new() })
     }
 
     /// The file's header.
@@ -423,13 +427,36 @@ impl MainIndex {
         }
     }
 
-    /// Appends the ids of entries with fingerprint `fp` to `out`: one page read.
+    /// Reads the file's bucket pages into RAM, as many as `part` has room for, unless they are
+    /// already there. Lookups meanwhile read the file.
+    pub fn keep_in_ram(&self, part: &Arc<IndexPages>) {
+        let Some(file) = &self.file else { return };
+        if self.resident.get().is_none() {
+            if let Some(resident) = Resident::load(file, self.header.buckets, part) {
+                // A concurrent caller's copy may have won: this one is dropped, its bytes given back.
+                let _ = self.resident.set(resident);
+            }
+        }
+    }
+
+    /// Bytes of the file's pages held in RAM.
+    pub fn resident_bytes(&self) -> u64 {
+        self.resident.get().map_or(0, Resident::bytes)
+    }
+
+    /// Appends the ids of entries with fingerprint `fp` to `out`: one page, from RAM or read.
     pub fn lookup(&self, fp: u32, out: &mut Vec<u32>) -> Result<()> {
         let Some(file) = &self.file else { return Ok(()) };
         let bucket = bucket_of(fp, self.header.buckets);
-        let mut page = [0u8; PAGE];
-        file.read_exact_at(&mut page, (1 + bucket) * PAGE as u64).map_err(|e| Error::io(&self.path, &e))?;
-        Page::check(&self.header, bucket, &page)
+        let mut read = [0u8; PAGE];
+        let page = match self.resident.get().and_then(|r| r.page(bucket)) {
+            Some(page) => page,
+            None => {
+                file.read_exact_at(&mut read, (1 + bucket) * PAGE as u64).map_err(|e| Error::io(&self.path, &e))?;
+                &read
+            }
+        };
+        Page::check(&self.header, bucket, page)
             .map_err(|what| Error::Corrupt { path: self.path.clone(), what: format!("bucket {bucket}: {what}") })?
             .ids_of(fp, out);
         let range = fingerprint_range(fp);
@@ -443,7 +470,11 @@ impl MainIndex {
     /// once, turning serial random reads into parallel ones.
     pub fn prefetch(&self, fp: u32) {
         let Some(file) = &self.file else { return };
-        let offset = (1 + bucket_of(fp, self.header.buckets)) * PAGE as u64;
+        let bucket = bucket_of(fp, self.header.buckets);
+        if self.resident.get().and_then(|r| r.page(bucket)).is_some() {
+            return;
+        }
+        let offset = (1 + bucket) * PAGE as u64;
         // Advice only: a failure costs the prefetch, never correctness.
         let _ = nix::fcntl::posix_fadvise(
             file,

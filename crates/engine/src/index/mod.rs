@@ -17,14 +17,16 @@
 //! `tombstones` table in the same transaction, and the next merge drops those entries.
 
 pub mod format;
+pub mod resident;
 
 use std::{
     collections::{BTreeSet, HashSet},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, RwLock},
+    sync::{Arc, Mutex, OnceLock, RwLock},
 };
 
 pub use format::{entry, entry_fingerprint, entry_id, MainIndex};
+pub use resident::IndexPages;
 
 use crate::{Error, Result};
 
@@ -36,6 +38,8 @@ pub struct HashIndex {
     state: RwLock<State>,
     /// Held while a merge or rebuild writes a new file, so only one does at a time.
     maintenance: Mutex<()>,
+    /// Where the file's pages are held in RAM, once the store has said ([`HashIndex::keep_in_ram`]).
+    in_ram: OnceLock<Arc<IndexPages>>,
 }
 
 #[derive(Debug)]
@@ -106,6 +110,7 @@ impl HashIndex {
                 indexed_max: watermark,
             }),
             maintenance: Mutex::new(()),
+            in_ram: OnceLock::new(),
         }
     }
 
@@ -120,6 +125,35 @@ impl HashIndex {
     /// The file's watermark: ids above it must come from SQLite into `active` at open.
     pub fn watermark(&self) -> u64 {
         self.read().main.header().watermark
+    }
+
+    /// Holds the file's pages in RAM, charged to `part`, from now on: this file's now (as many
+    /// pages as the part has room for), and each file a merge or rebuild writes later.
+    pub fn keep_in_ram(&self, part: Arc<IndexPages>) {
+        let part = self.in_ram.get_or_init(|| part);
+        self.file().keep_in_ram(part);
+    }
+
+    /// Bytes of the file's pages held in RAM.
+    pub fn resident_bytes(&self) -> u64 {
+        self.read().main.resident_bytes()
+    }
+
+    /// Swaps in the file just written at `path` (with `update` for the rest of the state) and
+    /// holds its pages in RAM if the store asked for that, once the old file's are given back.
+    fn swap_in(&self, update: impl FnOnce(&mut State)) -> Result<()> {
+        let new_main = Arc::new(MainIndex::open(&self.path)?);
+        let old = {
+            let mut state = self.write();
+            update(&mut state);
+            std::mem::replace(&mut state.main, Arc::clone(&new_main))
+        };
+        // Lookups still holding the old file keep its pages until they finish.
+        drop(old);
+        if let Some(part) = self.in_ram.get() {
+            new_main.keep_in_ram(part);
+        }
+        Ok(())
     }
 
     /// The index file as it is now; it stays readable if a merge replaces it meanwhile.
@@ -205,10 +239,8 @@ impl HashIndex {
         let merged = merge_sorted(main.scan()?, frozen.iter().copied().map(Ok))
             .filter(|e| !matches!(e, Ok(e) if dead.ids.contains(&entry_id(*e))));
         format::write(&self.path, expected, watermark, self.fingerprint_bits, merged)?;
-        let new_main = MainIndex::open(&self.path)?;
-        let mut state = self.write();
-        state.main = Arc::new(new_main);
-        state.frozen = None;
+        drop(main);
+        self.swap_in(|state| state.frozen = None)?;
         Ok(Some(dead))
     }
 
@@ -239,19 +271,18 @@ impl HashIndex {
         let expected = main.header().entries + (recent.len() + new.len()) as u64;
         let merged = merge_sorted(merge_sorted(main.scan()?, recent.into_iter().map(Ok)), new.into_iter().map(Ok));
         format::write(&self.path, expected, watermark, self.fingerprint_bits, merged)?;
+        drop(main);
         self.replace_everything(watermark)
     }
 
     /// Swaps in the file just written as the whole index: it covers everything up to
     /// `watermark`, so the recent part is emptied.
     fn replace_everything(&self, watermark: u64) -> Result<()> {
-        let new_main = MainIndex::open(&self.path)?;
-        let mut state = self.write();
-        state.main = Arc::new(new_main);
-        state.frozen = None;
-        state.active.clear();
-        state.indexed_max = state.indexed_max.max(watermark);
-        Ok(())
+        self.swap_in(|state| {
+            state.frozen = None;
+            state.active.clear();
+            state.indexed_max = state.indexed_max.max(watermark);
+        })
     }
 
     /// Sizes for statistics.
@@ -350,6 +381,41 @@ mod tests {
         let reopened = HashIndex::open(&path, 32).unwrap();
         assert_eq!(ids(&reopened, 10), vec![3]);
         assert!(index.merge(|| unreachable!("nothing frozen")).unwrap().is_none());
+    }
+
+    /// Pages held in RAM answer as the file does, follow the index through merges, and are
+    /// charged to the part: what one file gives back, the next takes.
+    #[test]
+    fn pages_in_ram_follow_merges_within_their_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        let index = HashIndex::open(&path, 32).unwrap();
+        let spread = |range: std::ops::Range<u32>| -> Vec<u64> {
+            range.map(|i| entry(i.wrapping_mul(2_654_435_761), i)).collect()
+        };
+        index.rebuild(spread(1..5_000), 5_000).unwrap();
+        let part = IndexPages::new(1 << 30);
+        index.keep_in_ram(Arc::clone(&part));
+        let pages = index.file().header().buckets * format::PAGE as u64;
+        assert_eq!((index.resident_bytes(), part.used()), (pages, pages));
+        assert_eq!(ids(&index, 2_654_435_761u32.wrapping_mul(77)), vec![77]);
+
+        index.apply(&spread(5_000..20_000), &[], 19_999);
+        assert!(index.freeze_if(1));
+        index.merge(|| Ok(Tombstones { ids: HashSet::from([77]), max_seq: 1 })).unwrap();
+        let pages = index.file().header().buckets * format::PAGE as u64;
+        assert_eq!((index.resident_bytes(), part.used()), (pages, pages), "the old file's pages were given back");
+        assert!(ids(&index, 2_654_435_761u32.wrapping_mul(77)).is_empty());
+        assert_eq!(ids(&index, 2_654_435_761u32.wrapping_mul(19_000)), vec![19_000]);
+
+        // A part too small for the whole file holds its first pages; lookups of the rest read it.
+        let small = IndexPages::new(3 * format::PAGE as u64);
+        let other = HashIndex::open(&path, 32).unwrap();
+        other.keep_in_ram(Arc::clone(&small));
+        assert_eq!(other.resident_bytes(), 3 * format::PAGE as u64);
+        for i in (1..20_000).step_by(97).filter(|i| *i != 77) {
+            assert_eq!(ids(&other, 2_654_435_761u32.wrapping_mul(i)), vec![i]);
+        }
     }
 
     #[test]
