@@ -46,6 +46,10 @@ struct InitArgs {
     /// The nodes, in order, comma-separated: ID=http://HOST:PORT,...
     #[arg(long, value_name = "ID=URL,...", value_delimiter = ',', required = true)]
     nodes: Vec<String>,
+    /// Nodes that own no partition yet, comma-separated: ID=http://HOST:PORT,... They serve
+    /// requests by forwarding them (routers), and are where partitions can be moved to later.
+    #[arg(long, value_name = "ID=URL,...", value_delimiter = ',')]
+    spare_nodes: Vec<String>,
 }
 
 /// Runs a `cluster` command.
@@ -59,17 +63,18 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
 fn init(args: &InitArgs) -> anyhow::Result<()> {
     CreateOptions { partitions: Some(args.partitions), ..CreateOptions::default() }.validate()?;
     let nodes = args.nodes.iter().map(|spec| node_spec(spec)).collect::<anyhow::Result<Vec<_>>>()?;
-    let ids: Vec<String> = nodes.iter().map(|(id, _)| id.clone()).collect();
-    let addresses: BTreeMap<String, String> = nodes.into_iter().collect();
-    anyhow::ensure!(addresses.len() == ids.len(), "--nodes names a node id twice");
-    let map = ClusterMap::spread(args.partitions, args.hash_seed, &ids).map_err(anyhow::Error::msg)?;
+    let spares = args.spare_nodes.iter().map(|spec| node_spec(spec)).collect::<anyhow::Result<Vec<_>>>()?;
+    let ids: Vec<String> = nodes.iter().chain(&spares).map(|(id, _)| id.clone()).collect();
+    let addresses: BTreeMap<String, String> = nodes.into_iter().chain(spares).collect();
+    anyhow::ensure!(addresses.len() == ids.len(), "--nodes and --spare-nodes name a node id twice");
+    let ids = &ids[..args.nodes.len()];
+    let map = ClusterMap::spread(args.partitions, args.hash_seed, ids).map_err(anyhow::Error::msg)?;
     runtime()?.block_on(async {
         let mut etcd = Etcd::connect(&args.etcd).await?;
         etcd.create(&map, &addresses).await
     })?;
-    for id in &ids {
-        let owned = map.owned_by(id);
-        println!("{id} {}: partitions {}", addresses[id], status::ranges(&owned));
+    for (id, address) in &addresses {
+        println!("{id} {address}: partitions {}", status::ranges(&map.owned_by(id)));
     }
     println!("cluster map version {} created: {} partitions over {} nodes", map.version, map.partitions, ids.len());
     Ok(())

@@ -4,8 +4,8 @@
 //! - Routing: writes and reads through every node land on the partition's owner (each node's
 //!   `/stats` holds records only in its own partitions), conditional headers reach the owner,
 //!   `POST /batch` across owners keeps its order and results, `--redirect` answers 421 naming the
-//!   owner, a request forwarded once is not forwarded again, `GET /cluster` and
-//!   `cluster status` show the map.
+//!   owner, a request forwarded once is not forwarded again, a spare node (owning nothing)
+//!   forwards everything, `GET /cluster` and `cluster status` show the map.
 //! - The map changing: a node refuses a data directory of another partition count; a running
 //!   node follows a new map version written by an etcd transaction, and a node stopped while
 //!   the map changed comes back on the new version.
@@ -35,24 +35,22 @@ struct Nodes {
 }
 
 impl Nodes {
-    /// Makes the map of `ids` in `etcd` with `shardlite cluster init` (on free ports).
-    fn init(etcd: &etcd::Etcd, ids: &[&str]) -> Self {
+    /// Makes the map of `ids` (and of `spares`, owning nothing) in `etcd` with
+    /// `shardlite cluster init` (on free ports).
+    fn init(etcd: &etcd::Etcd, ids: &[&str], spares: &[&str]) -> Self {
         let addresses: BTreeMap<String, std::net::SocketAddr> = ids
             .iter()
+            .chain(spares)
             .map(|id| ((*id).to_owned(), format!("127.0.0.1:{}", etcd::free_port()).parse().unwrap()))
             .collect();
-        let nodes: Vec<String> = ids.iter().map(|id| format!("{id}=http://{}", addresses[*id])).collect();
-        let partitions = PARTITIONS.to_string();
-        let out = shardlite(&[
-            "cluster",
-            "init",
-            "--etcd",
-            &etcd.endpoints,
-            "--partitions",
-            &partitions,
-            "--nodes",
-            &nodes.join(","),
-        ]);
+        let spec = |ids: &[&str]| ids.iter().map(|id| format!("{id}=http://{}", addresses[*id])).collect::<Vec<_>>();
+        let (nodes, spares, partitions) = (spec(ids).join(","), spec(spares).join(","), PARTITIONS.to_string());
+        let mut args =
+            vec!["cluster", "init", "--etcd", &etcd.endpoints, "--partitions", &partitions, "--nodes", &nodes];
+        if !spares.is_empty() {
+            args.extend(["--spare-nodes", spares.as_str()]);
+        }
+        let out = shardlite(&args);
         assert!(out.status.success(), "cluster init: {}", String::from_utf8_lossy(&out.stderr));
         let hasher = KeyHasher::new(shardlite_engine::CreateOptions::DEFAULT_HASH_SEED, PARTITIONS);
         Self { servers: BTreeMap::new(), addresses, hasher }
@@ -100,10 +98,11 @@ async fn every_node_routes_each_request_to_the_partitions_owner() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
-    let mut nodes = Nodes::init(&etcd, &["n1", "n2", "n3"]);
+    let mut nodes = Nodes::init(&etcd, &["n1", "n2", "n3"], &["router"]);
     nodes.start(&etcd, "n1", dir.path(), &[]).await;
     nodes.start(&etcd, "n2", dir.path(), &[]).await;
     nodes.start(&etcd, "n3", dir.path(), &["--redirect"]).await;
+    nodes.start(&etcd, "router", dir.path(), &[]).await;
     let http = client();
 
     // Writes through the forwarding nodes, reads through both: every answer is the owner's.
@@ -113,14 +112,14 @@ async fn every_node_routes_each_request_to_the_partitions_owner() {
         assert_eq!(put.status(), 201, "key {i}");
     }
     for i in 0..KEYS {
-        for via in ["n1", "n2"] {
+        for via in ["n1", "n2", "router"] {
             let got = http.get(nodes.server(via).kv(&key(i))).send().await.unwrap();
             assert_eq!(got.status(), 200, "key {i} via {via}");
             assert_eq!(got.text().await.unwrap(), format!("value-{i}"));
         }
     }
     // Each record is on its partition's owner, and nowhere else.
-    let mut expected: BTreeMap<&str, Vec<u64>> = ["n1", "n2", "n3"].map(|id| (id, vec![0; 8])).into();
+    let mut expected: BTreeMap<&str, Vec<u64>> = ["n1", "n2", "n3", "router"].map(|id| (id, vec![0; 8])).into();
     for i in 0..KEYS {
         let p = nodes.partition(&key(i));
         expected.get_mut(initial_owner(p)).unwrap()[p as usize] += 1;
@@ -209,6 +208,8 @@ async fn the_map_is_shown(nodes: &Nodes, etcd: &etcd::Etcd) {
     let owners: Vec<&str> = map["owners"].as_array().unwrap().iter().map(|o| o.as_str().unwrap()).collect();
     assert_eq!(owners, (0..PARTITIONS).map(initial_owner).collect::<Vec<_>>());
     assert!(map["nodes"].as_array().unwrap().iter().all(|n| n["alive"] == true), "{map}");
+    let router = map["nodes"].as_array().unwrap().iter().find(|n| n["id"] == "router").unwrap();
+    assert_eq!(router["partitions"], json!([]), "a spare node owns nothing");
 
     let out = shardlite(&["cluster", "status", "--etcd", &etcd.endpoints, "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -226,42 +227,24 @@ async fn nodes_refuse_a_data_directory_of_another_shape_and_follow_new_maps() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
-    let mut nodes = Nodes::init(&etcd, &["n1", "n2", "n3"]);
+    let mut nodes = Nodes::init(&etcd, &["n1", "n2", "n3"], &[]);
 
     // A data directory made with 16 partitions cannot serve a map of 8.
     let other = dir.path().join("sixteen");
     let create = shardlite_engine::CreateOptions { partitions: Some(16), ..Default::default() };
     drop(shardlite_engine::Store::open_or_create(&other, create, shardlite_engine::Config::default()).unwrap());
     let addr = nodes.addresses["n1"].to_string();
-    let refused = shardlite(&[
-        "serve",
-        "--data",
-        other.to_str().unwrap(),
-        "--listen",
-        &addr,
-        "--cluster",
-        "--etcd",
-        &etcd.endpoints,
-        "--node-id",
-        "n1",
-    ]);
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", "--data", other.to_str().unwrap(), "--listen", &addr, "--cluster"];
+        args.extend(["--etcd", &etcd.endpoints, "--node-id", "n1"]);
+        args.extend_from_slice(extra);
+        shardlite(&args)
+    };
+    let refused = serve(&[]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("partitions = 16") && stderr.contains("cluster map"), "{stderr}");
-    let given = shardlite(&[
-        "serve",
-        "--data",
-        other.to_str().unwrap(),
-        "--listen",
-        &addr,
-        "--partitions",
-        "16",
-        "--cluster",
-        "--etcd",
-        &etcd.endpoints,
-        "--node-id",
-        "n1",
-    ]);
+    let given = serve(&["--partitions", "16"]);
     assert!(String::from_utf8_lossy(&given.stderr).contains("the cluster map (version 1) says partitions = 8"));
 
     for id in ["n1", "n2", "n3"] {
