@@ -166,6 +166,15 @@ mod tests {
     }
 
     #[test]
+    fn the_document_is_toml_and_a_checksum_line_as_docs_cluster_md_shows() {
+        let map = ClusterMap::spread(8, 6001118325060159828, &nodes(&["n1", "n2", "n3"])).unwrap();
+        let text = "format_version = 1\nversion = 1\npartitions = 8\nhash_seed = 6001118325060159828\n\
+                    owners = [\"n1\", \"n1\", \"n1\", \"n2\", \"n2\", \"n2\", \"n3\", \"n3\"]\n\
+                    checksum = \"25a90e43\"\n";
+        assert_eq!(map.to_text().unwrap(), text);
+    }
+
+    #[test]
     fn the_document_round_trips_and_damage_is_caught() {
         let map = ClusterMap::spread(4, u64::MAX, &nodes(&["a", "b"])).unwrap();
         let text = map.to_text().unwrap();
