@@ -105,6 +105,8 @@ error_codes! {
     DatabaseError = "database_error",
     /// 501: the backend does not serve the route.
     NotImplemented = "not_implemented",
+    /// 421: a cluster node does not own the key's partition; the body names the owner.
+    Misdirected = "misdirected",
     /// 503: a write or lookup queue is full; nothing was done.
     Overloaded = "overloaded",
     /// 503: the store is shutting down; nothing was done.

@@ -151,14 +151,15 @@ pub(crate) fn write_checksummed(path: &Path, value: &impl Serialize) -> Result<(
     layout::replace_file(path, |f| std::io::Write::write_all(f, text.as_bytes()))
 }
 
-/// `value` as TOML followed by the checksum line.
-fn checksummed_text(value: &impl Serialize) -> Result<String> {
+/// `value` as TOML followed by the checksum line: the form of the manifest, a backup's
+/// manifest and the cluster map.
+pub fn checksummed_text(value: &impl Serialize) -> Result<String> {
     let body = toml::to_string(value).map_err(|e| Error::Config(e.to_string()))?;
     Ok(format!("{body}{CHECKSUM_PREFIX}{:08x}\"\n", crc32c::crc32c(body.as_bytes())))
 }
 
 /// The TOML before the checksum line of `text`, once the checksum matches; else what is wrong.
-pub(crate) fn checked_body(text: &str) -> std::result::Result<&str, String> {
+pub fn checked_body(text: &str) -> std::result::Result<&str, String> {
     let split = text
         .rfind(CHECKSUM_PREFIX)
         .ok_or_else(|| "no checksum line: not a shardlite manifest, or truncated".to_owned())?;

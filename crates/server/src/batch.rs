@@ -3,13 +3,14 @@
 //! the rest go to the backend as one batch (SQLite: the operations of one partition commit in one
 //! transaction, in order; PostgreSQL: the whole batch is one transaction). The answer is 200 with one result per item, in the request's order.
 
-use hyper::{body::Incoming, header::HeaderValue, header::RETRY_AFTER, StatusCode};
+use hyper::{body::Incoming, header::HeaderValue, header::RETRY_AFTER, Request, StatusCode};
 use serde::{Deserialize, Serialize};
 use shardlite_engine::{Condition, Op, Outcome, Version};
 
 use crate::{
     backend::BackendError,
     body::{self, Limit},
+    cluster::{self, Owner},
     conditional::{parse_tags, write_condition},
     error::ApiError,
     key::{decode, parse_key},
@@ -51,13 +52,32 @@ enum WireOp {
 /// The response body.
 #[derive(Debug, Serialize)]
 struct BatchResponse {
-    results: Vec<ItemResult>,
+    results: Vec<Answer>,
+}
+
+/// One operation's answer: served here, or (in a cluster) as the partition's owner gave it.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum Answer {
+    /// Served by this node.
+    Here(ItemResult),
+    /// One of the owner's `results`, as it is.
+    Relayed(serde_json::Value),
+}
+
+impl Answer {
+    fn status(&self) -> u64 {
+        match self {
+            Answer::Here(result) => u64::from(result.status),
+            Answer::Relayed(value) => value.get("status").and_then(serde_json::Value::as_u64).unwrap_or_default(),
+        }
+    }
 }
 
 /// One operation's result: its HTTP status, and what the single-key route would have said:
 /// the record's entity tag (`ETag`) and, beside it, its update counter.
 #[derive(Debug, Serialize, Default)]
-struct ItemResult {
+pub(crate) struct ItemResult {
     status: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
     etag: Option<String>,
@@ -69,13 +89,34 @@ struct ItemResult {
     error: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
+    /// A 421's owner of the partition.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    owner: Option<Box<Owner>>,
 }
 
-/// Serves `POST /batch`.
-pub async fn handle(state: &State, body: Incoming) -> Result<Response, ApiError> {
+/// Serves `POST /batch`; in a cluster, each owner's operations go to it (`crate::cluster::batch`).
+pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, ApiError> {
+    let (head, body) = req.into_parts();
     let limit = Limit { max: state.options.batch_max_bytes, code: "batch_too_large", what: "the batch" };
     let bytes = body::read(body, limit, state.options.body_timeout).await?;
     let items = decode_batch(&bytes, state.options.batch_max_ops, state.backend.max_value())?;
+    let results = match &state.cluster {
+        None => run_here(state, items).await?.into_iter().map(Answer::Here).collect(),
+        Some(cluster) => cluster::batch::run(state, cluster, &head, &bytes, items).await?,
+    };
+    let overloaded = results.iter().any(|r| r.status() == u64::from(StatusCode::SERVICE_UNAVAILABLE.as_u16()));
+    let body = serde_json::to_vec(&BatchResponse { results })
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let mut resp = response::json(StatusCode::OK, body);
+    if overloaded {
+        resp.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    Ok(resp)
+}
+
+/// Runs decoded operations on this node's backend: one result per item, in order (a
+/// malformed item's is its error).
+pub(crate) async fn run_here(state: &State, items: Vec<Result<Op, ApiError>>) -> Result<Vec<ItemResult>, ApiError> {
     let mut results: Vec<Option<ItemResult>> = Vec::with_capacity(items.len());
     let (mut ops, mut slots) = (Vec::new(), Vec::new());
     for (i, item) in items.into_iter().enumerate() {
@@ -97,15 +138,7 @@ pub async fn handle(state: &State, body: Incoming) -> Result<Response, ApiError>
             });
         }
     }
-    let results: Vec<ItemResult> = results.into_iter().map(Option::unwrap_or_default).collect();
-    let overloaded = results.iter().any(|r| r.status == StatusCode::SERVICE_UNAVAILABLE.as_u16());
-    let body = serde_json::to_vec(&BatchResponse { results })
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    let mut resp = response::json(StatusCode::OK, body);
-    if overloaded {
-        resp.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    Ok(resp)
+    Ok(results.into_iter().map(Option::unwrap_or_default).collect())
 }
 
 /// Decodes a `POST /batch` body: a whole-request 4xx error (not the JSON format, more than
@@ -183,11 +216,13 @@ fn versioned(version: Option<Version>) -> ItemResult {
     ItemResult { etag: version.map(etag_text), counter: version.map(|v| v.counter), ..ItemResult::default() }
 }
 
-fn error_result(err: ApiError) -> ItemResult {
+/// An item's refusal as its result (a 421 names the owner, as the single-key route does).
+pub(crate) fn error_result(err: ApiError) -> ItemResult {
     ItemResult {
         status: err.status.as_u16(),
         error: Some(err.code),
         message: Some(err.message),
+        owner: err.owner,
         ..ItemResult::default()
     }
 }

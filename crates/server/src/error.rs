@@ -12,8 +12,18 @@ use shardlite_engine::Version;
 
 use crate::{
     backend::BackendError,
+    cluster::Owner,
     response::{self, etag, Response},
 };
+
+/// 421's headers: the owner's address, its node id, the partition, the map version.
+pub const OWNER: HeaderName = HeaderName::from_static("shardlite-owner");
+/// The owner's node id, on a 421.
+pub const OWNER_NODE: HeaderName = HeaderName::from_static("shardlite-owner-node");
+/// The partition of the request's key, on a 421.
+pub const PARTITION: HeaderName = HeaderName::from_static("shardlite-partition");
+/// The cluster map version the answering node follows, on a 421.
+pub const MAP_VERSION: HeaderName = HeaderName::from_static("shardlite-map-version");
 
 /// Seconds a client is told to wait after an overloaded or closing server answered 503.
 const RETRY_AFTER_SECS: &str = "1";
@@ -29,6 +39,9 @@ pub struct ApiError {
     pub message: String,
     /// Headers the status calls for.
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// For 421 `misdirected`: the partition's owner, also in the body (boxed: most errors
+    /// have none, and every `Result` carrying an error stays small).
+    pub owner: Option<Box<Owner>>,
 }
 
 /// The JSON body of an error.
@@ -36,12 +49,32 @@ pub struct ApiError {
 struct Body<'a> {
     error: &'a str,
     message: &'a str,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a Owner>,
 }
 
 impl ApiError {
     /// An error with no extra headers.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), headers: Vec::new() }
+        Self { status, code, message: message.into(), headers: Vec::new(), owner: None }
+    }
+
+    /// 421: the partition is another node's, and this node does not forward the request (it
+    /// runs with `--redirect`, or the request was forwarded once already). Names the owner in
+    /// the headers and the body, with the map version that says so.
+    pub fn misdirected(owner: Owner, by: &str) -> Self {
+        let message = format!(
+            "partition {} is served by node `{}` at {} (cluster map version {}), not by node `{by}`",
+            owner.partition, owner.node, owner.address, owner.map_version
+        );
+        let header = |text: String| HeaderValue::try_from(text).unwrap_or(HeaderValue::from_static(""));
+        let mut err = Self::new(StatusCode::MISDIRECTED_REQUEST, "misdirected", message)
+            .with_header(OWNER, header(owner.address.clone()))
+            .with_header(OWNER_NODE, header(owner.node.clone()))
+            .with_header(PARTITION, HeaderValue::from(owner.partition))
+            .with_header(MAP_VERSION, HeaderValue::from(owner.map_version));
+        err.owner = Some(Box::new(owner));
+        err
     }
 
     /// Adds a header to the answer.
@@ -118,7 +151,7 @@ impl ApiError {
 
     /// Renders the error as a response.
     pub fn into_response(self) -> Response {
-        let body = serde_json::to_vec(&Body { error: self.code, message: &self.message })
+        let body = serde_json::to_vec(&Body { error: self.code, message: &self.message, owner: self.owner.as_deref() })
             .unwrap_or_else(|_| br#"{"error":"internal","message":"unprintable error"}"#.to_vec());
         let mut resp = response::json(self.status, body);
         for (name, value) in self.headers {

@@ -1,5 +1,6 @@
 //! shardlite's HTTP server: the key-value API (`/kv/{key}`, `/batch`, `/keys`, `/export`,
-//! `/healthz`, `/readyz`, `/stats`, `/metrics`, `/admin/check`, `/admin/backup`, `/openapi.yaml`) over a
+//! `/healthz`, `/readyz`, `/stats`, `/metrics`, `/admin/check`, `/admin/backup`, `/openapi.yaml`,
+//! `/cluster`) over a
 //! [`Backend`]: shardlite's engine ([`SqliteBackend`] of a
 //! [`shardlite_engine::Store`]) or PostgreSQL (`PgBackend`, crate `shardlite-postgres`). `docs/http-api.md` is
 //! the contract.
@@ -24,7 +25,8 @@
 //! on its own thread), [`backup_status`] (what it reports), `starting` (serving before the storage is open), [`server`] (accept
 //! loop, limits, reloads, shutdown), [`tls`] (rustls: certificate, ALPN, client certificates),
 //! `service` (one request: route, token and role, metrics), `state` (what handlers share),
-//! `routes` (paths, methods, roles), `kv`, `batch`, `keys`, `export`, `admin`
+//! [`cluster`] (a node of a cluster: which partitions are served here, forwarding, 421s, the
+//! split `/batch`, `/cluster`), `routes` (paths, methods, roles), `kv`, `batch`, `keys`, `export`, `admin`
 //! (`/admin/backup`), `stats`, `metrics` and `openapi` (the routes; `openapi` serves
 //! `docs/openapi.yaml` and tests that it describes every route and error code), `conditional` (If-Match and
 //! If-None-Match), `key` (hex keys), `body` (bounded body reads), [`error`] (every error's
@@ -39,6 +41,7 @@ pub mod backup_job;
 pub mod backup_status;
 mod batch;
 mod body;
+pub mod cluster;
 mod conditional;
 pub mod error;
 mod export;

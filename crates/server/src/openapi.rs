@@ -60,12 +60,23 @@ mod tests {
 
     /// The error codes the server's code answers with: string literals given as an error's code
     /// (`ApiError::new(StatusCode::X, "code", ..)`, `code: "code"`, `bad_item("code", ..)`,
-    /// `unavailable("code", ..)`) outside the files' tests.
+    /// `unavailable("code", ..)`) outside the files' tests, in `src` and its folders.
     fn codes_in_the_code() -> BTreeSet<String> {
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+        let mut files = Vec::new();
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
+        }
         let mut codes = BTreeSet::new();
-        for entry in std::fs::read_dir(src).unwrap() {
-            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for file in files {
+            let text = std::fs::read_to_string(file).unwrap();
             let code = text.split("#[cfg(test)]").next().unwrap_or_default();
             for (at, _) in code.match_indices('"') {
                 let before = code[..at].trim_end();

@@ -35,8 +35,16 @@ impl Body for Streamed {
 
 /// A `200` whose body is the chunks of `chunks`, of the given content type.
 pub fn streamed(content_type: HeaderValue, chunks: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
-    let mut resp = hyper::Response::new(Either::Right(Streamed(chunks)));
+    let mut resp = relayed(StatusCode::OK, chunks);
     resp.headers_mut().insert(CONTENT_TYPE, content_type);
+    resp
+}
+
+/// A response of a status whose body is the chunks of `chunks`, with no header yet (a
+/// forwarded answer the owner streams).
+pub fn relayed(status: StatusCode, chunks: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
+    let mut resp = hyper::Response::new(Either::Right(Streamed(chunks)));
+    *resp.status_mut() = status;
     resp
 }
 
@@ -58,7 +66,12 @@ pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Response {
 
 /// A response with no body.
 pub fn empty(status: StatusCode) -> Response {
-    let mut resp = hyper::Response::new(Either::Left(Full::new(Bytes::new())));
+    whole(status, Bytes::new())
+}
+
+/// A response of a status and a whole body, with no header yet (a forwarded answer's).
+pub fn whole(status: StatusCode, body: Bytes) -> Response {
+    let mut resp = hyper::Response::new(Either::Left(Full::new(body)));
     *resp.status_mut() = status;
     resp
 }

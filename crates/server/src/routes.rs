@@ -33,6 +33,8 @@ pub enum Route {
     OpenApi,
     /// `/admin/compact`: POST compacts every partition; role "admin".
     AdminCompact,
+    /// `/cluster`: GET, HEAD; the cluster map this node follows; role "read".
+    Cluster,
     /// Any other path: 404.
     Unknown,
 }
@@ -44,7 +46,7 @@ impl Route {
     /// Every route that serves a path ([`Route::Unknown`] aside): what the OpenAPI description
     /// must describe (its tests, `crate::openapi`, check that it does).
     #[cfg(test)]
-    pub const SERVED: [Route; 12] = [
+    pub const SERVED: [Route; 13] = [
         Route::Kv,
         Route::Batch,
         Route::Keys,
@@ -57,6 +59,7 @@ impl Route {
         Route::AdminBackup,
         Route::AdminCompact,
         Route::OpenApi,
+        Route::Cluster,
     ];
 
     /// The route serving `path`.
@@ -73,6 +76,7 @@ impl Route {
             "/admin/backup" => Route::AdminBackup,
             "/openapi.yaml" => Route::OpenApi,
             "/admin/compact" => Route::AdminCompact,
+            "/cluster" => Route::Cluster,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
             _ => Route::Unknown,
         }
@@ -93,6 +97,7 @@ impl Route {
             Route::AdminBackup => "/admin/backup",
             Route::OpenApi => "/openapi.yaml",
             Route::AdminCompact => "/admin/compact",
+            Route::Cluster => "/cluster",
             Route::Unknown => "unknown",
         }
     }
@@ -104,8 +109,9 @@ impl Route {
         match self {
             Route::Kv if matches!(*method, Method::GET | Method::HEAD) => Some(Role::Read),
             Route::Kv | Route::Batch => Some(Role::Write),
-            // Every record of a partition: what reads of each key would give.
-            Route::Keys | Route::Export => Some(Role::Read),
+            // Every record of a partition: what reads of each key would give. The map: where
+            // each key is read.
+            Route::Keys | Route::Export | Route::Cluster => Some(Role::Read),
             Route::AdminCheck | Route::AdminBackup | Route::AdminCompact => Some(Role::Admin),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::OpenApi | Route::Unknown => None,
@@ -126,9 +132,13 @@ impl Route {
             Route::Batch | Route::AdminCompact => (*method == Method::POST, "POST"),
             Route::Export | Route::AdminCheck => (*method == Method::GET, "GET"),
             Route::AdminBackup => (matches!(*method, Method::GET | Method::HEAD | Method::POST), "GET, HEAD, POST"),
-            Route::Healthz | Route::Readyz | Route::Stats | Route::Metrics | Route::Keys | Route::OpenApi => {
-                (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD")
-            }
+            Route::Healthz
+            | Route::Readyz
+            | Route::Stats
+            | Route::Metrics
+            | Route::Keys
+            | Route::OpenApi
+            | Route::Cluster => (matches!(*method, Method::GET | Method::HEAD), "GET, HEAD"),
             Route::Unknown => return Err(ApiError::unknown_route(path)),
         };
         if allowed {
@@ -191,6 +201,7 @@ mod tests {
         assert_eq!(Route::Healthz.role(&Method::GET), None);
         assert_eq!(Route::Readyz.role(&Method::GET), None);
         assert_eq!(Route::OpenApi.role(&Method::GET), None);
+        assert_eq!(Route::Cluster.role(&Method::GET), Some(Role::Read));
         assert!(Route::Healthz.is_public() && Route::Readyz.is_public() && !Route::Unknown.is_public());
         assert!(Route::OpenApi.is_public());
     }
@@ -213,7 +224,8 @@ mod tests {
             | Route::Metrics
             | Route::AdminBackup
             | Route::AdminCompact
-            | Route::OpenApi => Route::SERVED.contains(&route),
+            | Route::OpenApi
+            | Route::Cluster => Route::SERVED.contains(&route),
             Route::Unknown => !Route::SERVED.contains(&route),
         };
         assert!(Route::SERVED.into_iter().chain([Route::Unknown]).all(listed));

@@ -20,7 +20,10 @@ use tokio::{
     sync::{Notify, OwnedSemaphorePermit, Semaphore},
 };
 
-use crate::{backend::Backend, options::ServerOptions, service::handle, sqlite::SqliteBackend, state::State, tls::Tls};
+use crate::{
+    backend::Backend, cluster::Cluster, options::ServerOptions, service::handle, sqlite::SqliteBackend, state::State,
+    tls::Tls,
+};
 
 /// After a failed `accept` (say, out of file descriptors), wait this long before the next.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -45,7 +48,7 @@ pub async fn run(
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    run_reloading(listener, backend, options, Reload::default(), shutdown).await
+    run_reloading(listener, backend, options, Reload::default(), None, shutdown).await
 }
 
 /// Asks a running server to re-read its token file and TLS files (what SIGHUP does to
@@ -61,18 +64,20 @@ impl Reload {
     }
 }
 
-/// [`run`], re-reading what can be re-read whenever `reload` is requested.
+/// [`run`], re-reading what can be re-read whenever `reload` is requested; as a node of
+/// `cluster` if given (serving its partitions, sending the others' requests on).
 pub async fn run_reloading(
     listener: TcpListener,
     backend: Arc<dyn Backend>,
     options: ServerOptions,
     reload: Reload,
+    cluster: Option<Arc<Cluster>>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let connections = Arc::new(Semaphore::new(options.max_connections));
     let grace = options.shutdown_grace;
-    let state = Arc::new(State::new(Arc::clone(&backend), options).map_err(std::io::Error::other)?);
+    let state = Arc::new(State::new(Arc::clone(&backend), options, cluster).map_err(std::io::Error::other)?);
     let builder = Arc::new(http_builder(&state.options));
     let graceful = GracefulShutdown::new();
     let (max_connections, auth, name) = (state.options.max_connections, state.auth.enabled(), backend.name());

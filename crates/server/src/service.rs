@@ -1,4 +1,5 @@
 //! One request, start to finish: route, authenticate, check the method and the token's role,
+//! in a cluster send a request for another node's partition on to it (`crate::cluster`),
 //! dispatch to the route's handler, turn any refusal into its JSON error, and record the request's metrics
 //! (and, if asked for, its log line).
 
@@ -10,7 +11,7 @@ use std::{
 use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
 
 use crate::{
-    admin, auth, batch,
+    admin, auth, batch, cluster,
     error::ApiError,
     export, keys, kv, openapi,
     response::{self, Response},
@@ -57,11 +58,16 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
     if let (Some(roles), Some(role)) = (roles, route.role(req.method())) {
         auth::require(roles, role)?;
     }
+    if let Some(cluster) = &state.cluster {
+        if let Some(owner) = cluster::route::owner_elsewhere(cluster, route, &req) {
+            return cluster::route::answer(state, cluster, owner, req).await;
+        }
+    }
     match route {
         Route::Healthz => Ok(response::with_body(StatusCode::OK, HeaderValue::from_static("text/plain"), "ok\n")),
         Route::Readyz => readiness(state),
         Route::Kv => kv::handle(state, req).await,
-        Route::Batch => batch::handle(state, req.into_body()).await,
+        Route::Batch => batch::handle(state, req).await,
         Route::Keys => keys::handle(state, req.uri().query()).await,
         Route::Export => export::handle(state, req.uri().query()).await,
         Route::AdminCheck => check(state).await,
@@ -73,6 +79,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         }
         Route::OpenApi => Ok(openapi::handle()),
         Route::AdminCompact => admin::compact(state).await,
+        Route::Cluster => cluster::route::map(state),
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
 }

@@ -5,7 +5,7 @@ use std::{
     time::Instant,
 };
 
-use crate::{auth::Auth, backend::Backend, metrics::Metrics, options::ServerOptions, tls::Tls};
+use crate::{auth::Auth, backend::Backend, cluster::Cluster, metrics::Metrics, options::ServerOptions, tls::Tls};
 
 /// What every request handler shares.
 #[derive(Debug)]
@@ -24,12 +24,18 @@ pub struct State {
     pub started: Instant,
     /// Set once shutdown began: `/readyz` answers 503 from then on.
     pub closing: AtomicBool,
+    /// The cluster this server is a node of, if any: which partitions it serves.
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 impl State {
     /// The state of a server of `backend`; fails if the token file or the TLS files cannot be
     /// read.
-    pub fn new(backend: Arc<dyn Backend>, options: ServerOptions) -> Result<Self, String> {
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        options: ServerOptions,
+        cluster: Option<Arc<Cluster>>,
+    ) -> Result<Self, String> {
         Ok(Self {
             auth: Auth::new(options.token_source())?,
             tls: options.tls_files()?.map(Tls::load).transpose()?,
@@ -38,6 +44,7 @@ impl State {
             options,
             started: Instant::now(),
             closing: AtomicBool::new(false),
+            cluster,
         })
     }
 }

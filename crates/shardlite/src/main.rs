@@ -2,6 +2,7 @@
 
 mod backup;
 mod check;
+mod cluster;
 mod compact;
 mod export;
 mod import;
@@ -64,6 +65,8 @@ enum Command {
     /// Make a new data directory from a copy, verifying it: a backup (--from) or Litestream's
     /// replicas (--from-litestream) (docs/operations.md).
     Restore(restore::RestoreArgs),
+    /// A cluster of nodes whose map is in etcd: create the map, show it (docs/cluster.md).
+    Cluster(cluster::ClusterArgs),
 }
 
 fn main() -> ExitCode {
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
         Command::Compact(args) => compact::run(args),
         Command::LitestreamConfig(args) => litestream::run_config(args),
         Command::Restore(args) => restore::run(args),
+        Command::Cluster(args) => cluster::run(args),
         // Its exit status says what it found (0 clean, 1 findings, 2 could not run).
         Command::Check(args) => return check::run(args),
     };

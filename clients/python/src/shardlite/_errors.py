@@ -45,6 +45,7 @@ __all__ = [
     "Internal",
     "DatabaseError",
     "NotImplementedByServer",
+    "Misdirected",
     "Overloaded",
     "Closed",
     "NotReady",
@@ -297,6 +298,12 @@ class NotImplementedByServer(ServerError):
     code = "not_implemented"
 
 
+class Misdirected(ServerError):
+    """421: a cluster node does not own the key's partition; the body names the owner."""
+
+    code = "misdirected"
+
+
 class Overloaded(Unavailable):
     """503: a write or lookup queue is full; nothing was done."""
 
@@ -361,6 +368,7 @@ CODES: Dict[str, Type[ServerError]] = {
         Internal,
         DatabaseError,
         NotImplementedByServer,
+        Misdirected,
         Unavailable,
         Overloaded,
         Closed,

@@ -2,7 +2,8 @@
 //! "opening") while the data directory opens (or is created) — or PostgreSQL is connected
 //! (`--backend postgres://...`) — then serve the storage on a tokio runtime until SIGTERM or
 //! Ctrl-C (re-reading the token file at SIGHUP), and return once the backend
-//! is closed.
+//! is closed. With `--cluster`, the cluster map is read from etcd first (the data directory
+//! must match it), and the node registers as alive once it serves (`crate::cluster::node`).
 
 mod settings;
 
@@ -18,7 +19,7 @@ use tokio::sync::Notify;
 pub use settings::ServeArgs;
 use settings::{Settings, Storage};
 
-use crate::logging;
+use crate::{cluster, logging};
 
 /// Runs the server until a shutdown signal; `Ok` after an orderly shutdown.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -44,8 +45,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 
 /// Serves at once (`/healthz` answers, `/readyz` says "opening", storage requests 503) while
 /// the storage opens, then the storage; until a shutdown signal, or until opening failed.
-async fn serve(listener: std::net::TcpListener, settings: Settings) -> anyhow::Result<()> {
+async fn serve(listener: std::net::TcpListener, mut settings: Settings) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
+    let joined = match &settings.cluster {
+        Some(node) => {
+            let joined = cluster::node::join(node).await?;
+            settings.create = joined.create_options(&settings.create)?;
+            Some(joined)
+        }
+        None => None,
+    };
+    let cluster = joined.as_ref().map(|j| Arc::clone(&j.cluster));
     let scheme = if settings.server.tls_cert.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let starting = Starting::new(settings.engine.max_value);
@@ -61,14 +71,31 @@ async fn serve(listener: std::net::TcpListener, settings: Settings) -> anyhow::R
         }
     };
     let backend = Arc::clone(&starting) as Arc<dyn Backend>;
-    let mut server =
-        tokio::spawn(shardlite_server::run_reloading(listener, backend, settings.server.clone(), reload, stop));
+    let mut server = tokio::spawn(shardlite_server::run_reloading(
+        listener,
+        backend,
+        settings.server.clone(),
+        reload,
+        cluster,
+        stop,
+    ));
     let opening = open(&settings);
     tokio::pin!(opening);
+    let mut membership = None;
     tokio::select! {
         opened = &mut opening => match opened {
             Ok(backend) => {
                 starting.ready(backend);
+                if let Some(joined) = joined {
+                    match joined.register(addr).await {
+                        Ok(member) => membership = Some(member),
+                        Err(err) => {
+                            failed.notify_one();
+                            server.await??;
+                            return Err(err);
+                        }
+                    }
+                }
                 // The bound address on stdout (also with `--listen 127.0.0.1:0`), for scripts
                 // and the bench: once the storage is open and requests are served.
                 println!("listening on {scheme}://{addr}");
@@ -77,7 +104,14 @@ async fn serve(listener: std::net::TcpListener, settings: Settings) -> anyhow::R
             Err(err) => {
                 failed.notify_one();
                 server.await??;
-                return Err(err);
+                return Err(match &settings.cluster {
+                    Some(_) => err.context(format!(
+                        "a node's data directory must have the cluster map's partitions = {} and hash_seed = {}",
+                        settings.create.partitions.unwrap_or_default(),
+                        settings.create.hash_seed.unwrap_or_default()
+                    )),
+                    None => err,
+                });
             }
         },
         served = &mut server => {
@@ -89,6 +123,9 @@ async fn serve(listener: std::net::TcpListener, settings: Settings) -> anyhow::R
         }
     }
     server.await??;
+    if let Some(member) = membership {
+        member.leave().await;
+    }
     Ok(())
 }
 

@@ -10,6 +10,8 @@
 //! | the HTTP layer | [`ServerOptions`] (server) | HTTP |
 //! | the async runtime | [`RuntimeOptions`] (here) | HTTP |
 //! | the logs | [`LogOptions`] (here) | Logs |
+//! | where the cluster map is (etcd) | [`EtcdOptions`] (`crate::cluster::etcd`) | Cluster |
+//! | serving as a node of a cluster | [`ClusterOptions`] (here) | Cluster |
 //!
 //! From that one declaration come the flag (`--max-batch`), its environment variable
 //! (`SHARDLITE_MAX_BATCH`), its key in the `--config` TOML file (`max_batch`, at the top level)
@@ -26,7 +28,10 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use shardlite_engine::{Config, CreateOptions};
 use shardlite_server::{auth::TokenSource, ServerOptions};
 
-use crate::logging::LogFormat;
+use crate::{
+    cluster::{etcd::EtcdOptions, node::NodeSettings},
+    logging::LogFormat,
+};
 
 /// Where the records are: a data directory, or (with the `postgres` feature) a PostgreSQL table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
@@ -102,6 +107,24 @@ pub struct LogOptions {
     pub access_log: Option<PathBuf>,
 }
 
+/// Serving as a node of a cluster (docs/cluster.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+#[command(next_help_heading = "Cluster")]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterOptions {
+    /// Serve as a node of the cluster whose map is in etcd (--etcd): this node's partitions
+    /// here, the others' requests forwarded to their owners.
+    #[arg(long)]
+    pub cluster: bool,
+    /// This node's id in the cluster map.
+    #[arg(long, value_name = "ID")]
+    pub node_id: Option<String>,
+    /// For another node's partition, answer 421 Misdirected Request naming the owner instead of
+    /// forwarding the request to it.
+    #[arg(long)]
+    pub redirect: bool,
+}
+
 /// The `--config` flag: the TOML file, which is no key of itself.
 #[derive(Debug, Clone, Default, clap::Args, Serialize)]
 struct ConfigFile {
@@ -135,7 +158,9 @@ impl Args for ServeArgs {
         let cmd = layer(cmd, &Config::default());
         let cmd = layer(cmd, &ServerOptions::default());
         let cmd = layer(cmd, &RuntimeOptions::default());
-        layer(cmd, &LogOptions::default())
+        let cmd = layer(cmd, &LogOptions::default());
+        let cmd = layer(cmd, &EtcdOptions::default());
+        layer(cmd, &ClusterOptions::default())
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
@@ -208,6 +233,8 @@ pub struct Settings {
     pub runtime: RuntimeOptions,
     /// The logs.
     pub log: LogOptions,
+    /// The cluster this server is a node of, if any.
+    pub cluster: Option<NodeSettings>,
     /// Whether the token was given as a flag (which `ps` shows): worth a warning.
     pub token_on_command_line: bool,
 }
@@ -233,6 +260,8 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     let server: ServerOptions = file.layer(&matches)?;
     let runtime: RuntimeOptions = file.layer(&matches)?;
     let log: LogOptions = file.layer(&matches)?;
+    let etcd: EtcdOptions = file.layer(&matches)?;
+    let cluster: ClusterOptions = file.layer(&matches)?;
     create.validate()?;
     engine.validate()?;
     anyhow::ensure!(server.max_connections > 0, "max_connections must be at least 1");
@@ -255,8 +284,32 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         serve.listen
     );
     let storage = storage(stored, &create)?;
+    let cluster = node_settings(cluster, etcd, &storage)?;
     let token_on_command_line = args.0.value_source("auth_token") == Some(ValueSource::CommandLine);
-    Ok(Settings { storage, serve, create, engine, server, runtime, log, token_on_command_line })
+    Ok(Settings { storage, serve, create, engine, server, runtime, log, cluster, token_on_command_line })
+}
+
+/// The cluster settings, if `--cluster` was given (with what it needs); the cluster flags
+/// without it are refused rather than ignored.
+fn node_settings(
+    cluster: ClusterOptions,
+    etcd: EtcdOptions,
+    storage: &Storage,
+) -> anyhow::Result<Option<NodeSettings>> {
+    if !cluster.cluster {
+        anyhow::ensure!(
+            cluster.node_id.is_none() && !cluster.redirect && etcd.etcd.is_none(),
+            "node_id, redirect and etcd are settings of a cluster node: add --cluster"
+        );
+        return Ok(None);
+    }
+    anyhow::ensure!(
+        matches!(storage, Storage::Data(_)),
+        "a cluster node serves a data directory (--data), not --backend"
+    );
+    anyhow::ensure!(etcd.etcd.is_some(), "--cluster needs --etcd http://HOST:PORT[,...]: where the cluster map is");
+    let node_id = cluster.node_id.context("--cluster needs --node-id ID: this node's id in the cluster map")?;
+    Ok(Some(NodeSettings { etcd, node_id, redirect: cluster.redirect }))
 }
 
 /// Where the records live: the data directory, or PostgreSQL's URL.
@@ -348,6 +401,8 @@ fn known_keys() -> Vec<&'static str> {
         fields::<ServerOptions>(),
         fields::<RuntimeOptions>(),
         fields::<LogOptions>(),
+        fields::<EtcdOptions>(),
+        fields::<ClusterOptions>(),
     ]
     .concat()
 }

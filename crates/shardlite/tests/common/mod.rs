@@ -46,31 +46,52 @@ impl Server {
         args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> Self {
-        let probe = client();
         for _attempt in 0..5 {
             let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-            let mut command = program();
-            command.arg("serve").arg("--data").arg(data).arg("--listen").arg(addr.to_string()).args(args);
-            command.envs(env.iter().copied());
-            if std::env::var_os("RUST_LOG").is_none() && !env.iter().any(|(name, _)| *name == "RUST_LOG") {
-                command.env("RUST_LOG", "warn");
+            if let Some(server) = Self::launch(&program, addr, data, args, env).await {
+                return server;
             }
-            let child = command.stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap();
-            let mut server = Self { child, url: format!("http://{addr}"), addr };
-            let deadline = Instant::now() + START_TIMEOUT;
-            loop {
-                if server.child.try_wait().unwrap().is_some() {
-                    break; // exited at start (the port was taken?): try another port
-                }
-                let ready = probe.get(server.at("/readyz")).timeout(Duration::from_secs(1)).send().await;
-                if ready.is_ok_and(|r| r.status() == reqwest::StatusCode::OK) {
-                    return server;
-                }
-                assert!(Instant::now() < deadline, "the server was not ready within {START_TIMEOUT:?}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            // Exited at start (the port was taken?): try another port.
         }
         panic!("the server exited at start five times");
+    }
+
+    /// Starts `shardlite serve --data DIR --listen ADDR ARGS` on `addr` (known before, as a
+    /// cluster's nodes are) and waits until it is ready; panics if it exits instead.
+    pub async fn start_at(addr: std::net::SocketAddr, data: &Path, args: &[&str]) -> Self {
+        let launched = Self::launch(&|| Command::new(EXE), addr, data, args, &[]).await;
+        launched.unwrap_or_else(|| panic!("the server on {addr} exited at start"))
+    }
+
+    /// Starts the server on `addr` and waits until it is ready; `None` if it exited first.
+    async fn launch(
+        program: &dyn Fn() -> Command,
+        addr: std::net::SocketAddr,
+        data: &Path,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Option<Self> {
+        let probe = client();
+        let mut command = program();
+        command.arg("serve").arg("--data").arg(data).arg("--listen").arg(addr.to_string()).args(args);
+        command.envs(env.iter().copied());
+        if std::env::var_os("RUST_LOG").is_none() && !env.iter().any(|(name, _)| *name == "RUST_LOG") {
+            command.env("RUST_LOG", "warn");
+        }
+        let child = command.stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap();
+        let mut server = Self { child, url: format!("http://{addr}"), addr };
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if server.child.try_wait().unwrap().is_some() {
+                return None;
+            }
+            let ready = probe.get(server.at("/readyz")).timeout(Duration::from_secs(1)).send().await;
+            if ready.is_ok_and(|r| r.status() == reqwest::StatusCode::OK) {
+                return Some(server);
+            }
+            assert!(Instant::now() < deadline, "the server was not ready within {START_TIMEOUT:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// `url` + `path`.

@@ -88,9 +88,10 @@ impl TlsServer {
         let (stop, stopped) = oneshot::channel::<()>();
         let reload = Reload::default();
         let backend = Arc::new(SqliteBackend::new(Arc::new(store)));
-        let task = tokio::spawn(shardlite_server::run_reloading(listener, backend, options, reload.clone(), async {
-            let _ = stopped.await;
-        }));
+        let task =
+            tokio::spawn(shardlite_server::run_reloading(listener, backend, options, reload.clone(), None, async {
+                let _ = stopped.await;
+            }));
         Self { url, reload, stop: Some(stop), task, _store: store_dir }
     }
 

@@ -1,0 +1,97 @@
+//! Serving one node of a cluster (docs/cluster.md): [`Cluster`] holds this node's view of the
+//! cluster map and decides, per request, whether a partition is served here or by its owner,
+//! which then gets the request forwarded (`forward`) or, with `--redirect`, the client gets
+//! `421 Misdirected Request` naming it. The map itself lives in etcd; the `shardlite` binary
+//! reads it, watches it and hands each new version to [`Cluster::apply`]. `route` holds the
+//! per-route decisions, `batch` splits a `POST /batch` by owner, and `GET /cluster` is answered
+//! by `route::map`.
+//!
+//! ```text
+//!  request ─> partition of its key (or its ?partition=) ─> owner in the map
+//!     owner is this node ─────────────────────────> served here
+//!     owner elsewhere, request not yet forwarded ─> forwarded (default) | 421 (--redirect)
+//!     owner elsewhere, request already forwarded ─> 421 (never forwarded twice)
+//! ```
+
+pub(crate) mod batch;
+mod forward;
+pub mod map;
+pub(crate) mod route;
+
+use std::sync::{Arc, RwLock};
+
+use hyper::header::HeaderName;
+
+pub use map::{ClusterMap, Owner, View};
+
+/// The header a forwarding node adds (its node id): a request carrying it is never forwarded
+/// again, so a stale map cannot make two nodes bounce a request between them.
+pub const FORWARDED_BY: HeaderName = HeaderName::from_static("shardlite-forwarded-by");
+
+/// One node's place in the cluster: its id, how it treats other nodes' partitions, and the
+/// newest view of the map it has. Cheap to share; the view is swapped whole.
+#[derive(Debug)]
+pub struct Cluster {
+    /// This node's id in the map.
+    node: String,
+    /// Answer 421 for other nodes' partitions instead of forwarding.
+    redirect: bool,
+    /// The view in force. A lock held only to clone or swap the `Arc`: requests read one
+    /// consistent view, and a new map never waits for requests.
+    view: RwLock<Arc<View>>,
+    /// The pooled HTTP client that forwards requests to their owners.
+    forwarder: forward::Forwarder,
+}
+
+impl Cluster {
+    /// Node `node` of the cluster `view` describes.
+    pub fn new(node: String, redirect: bool, view: View) -> Result<Arc<Self>, String> {
+        view.validate()?;
+        if !view.addresses.contains_key(&node) {
+            return Err(format!("node `{node}` is not in the cluster (its nodes: {})", node_list(&view)));
+        }
+        Ok(Arc::new(Self { node, redirect, view: RwLock::new(Arc::new(view)), forwarder: forward::Forwarder::new() }))
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The view in force.
+    pub fn view(&self) -> Arc<View> {
+        Arc::clone(&self.view.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Takes `view` unless its map is older than the one in force (a late watch event), or it
+    /// cannot be followed (a partition count or seed of another cluster, a node without
+    /// address): then the view in force stays, and the reason is returned.
+    pub fn apply(&self, view: View) -> Result<bool, String> {
+        view.validate()?;
+        let mut current = self.view.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (old, new) = (&current.map, &view.map);
+        if (new.partitions, new.hash_seed) != (old.partitions, old.hash_seed) {
+            return Err(format!(
+                "the new map (version {}) has partitions = {} and hash_seed = {}, this node's data {} and {}",
+                new.version, new.partitions, new.hash_seed, old.partitions, old.hash_seed
+            ));
+        }
+        if new.version < old.version || **current == view {
+            return Ok(false);
+        }
+        *current = Arc::new(view);
+        Ok(true)
+    }
+
+    /// Where `partition` is served: `None` here, else its owner.
+    fn elsewhere(&self, partition: u32) -> Option<Owner> {
+        let view = self.view();
+        (partition < view.map.partitions && view.map.owners[partition as usize] != self.node)
+            .then(|| view.owner(partition))
+    }
+}
+
+/// The node ids of a view, for messages.
+fn node_list(view: &View) -> String {
+    view.addresses.keys().cloned().collect::<Vec<_>>().join(", ")
+}

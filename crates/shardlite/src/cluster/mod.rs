@@ -1,0 +1,118 @@
+//! `shardlite cluster`: the commands that make and show a cluster's map in etcd
+//! (docs/cluster.md). `init` creates it, `status` shows it with each node's liveness and
+//! records. The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are
+//! [`etcd`]'s.
+
+pub mod etcd;
+pub mod node;
+mod status;
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use shardlite_engine::CreateOptions;
+use shardlite_server::cluster::ClusterMap;
+
+use etcd::{Etcd, EtcdOptions};
+
+/// `shardlite cluster ...`.
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    command: ClusterCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterCommand {
+    /// Create the cluster map in etcd: the partitions spread over the nodes in contiguous runs
+    /// (refused if a map exists).
+    Init(InitArgs),
+    /// Show the map: each node, its address, whether it is alive, its partitions and records.
+    Status(status::StatusArgs),
+}
+
+/// `shardlite cluster init`.
+#[derive(Debug, Args)]
+struct InitArgs {
+    #[command(flatten)]
+    etcd: EtcdOptions,
+    /// Partitions of the cluster: every node's data directory must have this many.
+    #[arg(long, default_value_t = CreateOptions::DEFAULT_PARTITIONS)]
+    partitions: u32,
+    /// Key hash seed of the cluster: every node's data directory must have it.
+    #[arg(long, default_value_t = CreateOptions::DEFAULT_HASH_SEED)]
+    hash_seed: u64,
+    /// The nodes, in order, comma-separated: ID=http://HOST:PORT,...
+    #[arg(long, value_name = "ID=URL,...", value_delimiter = ',', required = true)]
+    nodes: Vec<String>,
+    /// Nodes that own no partition yet, comma-separated: ID=http://HOST:PORT,... They serve
+    /// requests by forwarding them (routers), and are where partitions can be moved to later.
+    #[arg(long, value_name = "ID=URL,...", value_delimiter = ',')]
+    spare_nodes: Vec<String>,
+}
+
+/// Runs a `cluster` command.
+pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
+    match args.command {
+        ClusterCommand::Init(args) => init(&args),
+        ClusterCommand::Status(args) => status::run(&args),
+    }
+}
+
+fn init(args: &InitArgs) -> anyhow::Result<()> {
+    CreateOptions { partitions: Some(args.partitions), ..CreateOptions::default() }.validate()?;
+    let nodes = args.nodes.iter().map(|spec| node_spec(spec)).collect::<anyhow::Result<Vec<_>>>()?;
+    let spares = args.spare_nodes.iter().map(|spec| node_spec(spec)).collect::<anyhow::Result<Vec<_>>>()?;
+    let ids: Vec<String> = nodes.iter().chain(&spares).map(|(id, _)| id.clone()).collect();
+    let addresses: BTreeMap<String, String> = nodes.into_iter().chain(spares).collect();
+    anyhow::ensure!(addresses.len() == ids.len(), "--nodes and --spare-nodes name a node id twice");
+    let ids = &ids[..args.nodes.len()];
+    let map = ClusterMap::spread(args.partitions, args.hash_seed, ids).map_err(anyhow::Error::msg)?;
+    runtime()?.block_on(async {
+        let mut etcd = Etcd::connect(&args.etcd).await?;
+        etcd.create(&map, &addresses).await
+    })?;
+    for (id, address) in &addresses {
+        println!("{id} {address}: partitions {}", status::ranges(&map.owned_by(id)));
+    }
+    println!("cluster map version {} created: {} partitions over {} nodes", map.version, map.partitions, ids.len());
+    Ok(())
+}
+
+/// One `ID=http://HOST:PORT` of `--nodes`, checked.
+fn node_spec(spec: &str) -> anyhow::Result<(String, String)> {
+    let (id, address) = spec.split_once('=').with_context(|| format!("`{spec}`: a node is ID=http://HOST:PORT"))?;
+    anyhow::ensure!(
+        !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+        "`{id}`: a node id is letters, digits, `-` and `_`"
+    );
+    let address = address.trim_end_matches('/');
+    let host = address.strip_prefix("http://").with_context(|| {
+        format!("`{address}`: a node's address is http://HOST:PORT (nodes forward to each other over plain HTTP)")
+    })?;
+    anyhow::ensure!(
+        !host.is_empty() && !host.contains('/') && address.parse::<reqwest::Url>().is_ok(),
+        "`{address}`: a node's address is http://HOST:PORT, with no path"
+    );
+    Ok((id.to_owned(), address.to_owned()))
+}
+
+/// A runtime for one command's etcd requests.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_specs_are_checked() {
+        assert_eq!(node_spec("n1=http://10.0.0.1:8080/").unwrap(), ("n1".into(), "http://10.0.0.1:8080".into()));
+        assert!(node_spec("n1").unwrap_err().to_string().contains("ID=http"));
+        assert!(node_spec("n 1=http://x:1").unwrap_err().to_string().contains("node id"));
+        assert!(node_spec("n1=https://x:1").unwrap_err().to_string().contains("plain HTTP"));
+        assert!(node_spec("n1=http://x:1/kv").unwrap_err().to_string().contains("no path"));
+    }
+}

@@ -1,0 +1,113 @@
+//! `shardlite cluster status`: the map in etcd as a table (or `--json`): each node, its address,
+//! whether its lease is alive, its partitions, and the records of those partitions as the node's
+//! own `/stats` counts them (live nodes only; a node that does not answer shows none).
+
+use serde::Serialize;
+
+use super::{
+    etcd::{Etcd, EtcdOptions},
+    runtime,
+};
+use crate::stats;
+
+/// `shardlite cluster status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    etcd: EtcdOptions,
+    /// One JSON document instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Bearer token for the nodes' /stats (role "metrics"); better in the variable.
+    #[arg(long, env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+}
+
+/// The cluster as `status` reports it.
+#[derive(Debug, Serialize)]
+struct Status {
+    version: u64,
+    partitions: u32,
+    hash_seed: u64,
+    nodes: Vec<NodeStatus>,
+}
+
+#[derive(Debug, Serialize)]
+struct NodeStatus {
+    id: String,
+    address: String,
+    alive: bool,
+    partitions: Vec<u32>,
+    /// Records in the node's partitions, from its `/stats`; `None` if not alive or no answer.
+    records: Option<u64>,
+}
+
+/// Runs `cluster status`.
+pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
+    let view = runtime()?.block_on(async { Etcd::connect(&args.etcd).await?.existing_view().await })?;
+    let client = stats::client(None)?;
+    let nodes = view
+        .addresses
+        .iter()
+        .map(|(id, address)| {
+            let (alive, partitions) = (view.alive.contains(id), view.map.owned_by(id));
+            let records = alive
+                .then(|| stats::fetch(&client, address, args.auth_token.as_deref()))
+                .and_then(|fetched| fetched.map_err(|err| eprintln!("{id}: {err:#}")).ok())
+                .map(|s| s.partitions.iter().filter(|p| partitions.contains(&p.partition)).map(|p| p.records).sum());
+            NodeStatus { id: id.clone(), address: address.clone(), alive, partitions, records }
+        })
+        .collect();
+    let status =
+        Status { version: view.map.version, partitions: view.map.partitions, hash_seed: view.map.hash_seed, nodes };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", render(&status));
+    }
+    Ok(())
+}
+
+fn render(status: &Status) -> String {
+    let mut out = format!(
+        "cluster map version {}: {} partitions, hash seed {}\n{:<12} {:<28} {:<6} {:<24} {:>12}\n",
+        status.version, status.partitions, status.hash_seed, "node", "address", "alive", "partitions", "records"
+    );
+    for node in &status.nodes {
+        let records = node.records.map_or("-".to_owned(), |r| r.to_string());
+        let alive = if node.alive { "yes" } else { "no" };
+        let partitions = format!("{} ({})", node.partitions.len(), ranges(&node.partitions));
+        out += &format!("{:<12} {:<28} {alive:<6} {partitions:<24} {records:>12}\n", node.id, node.address);
+    }
+    out
+}
+
+/// Partition numbers as runs: `0-2,5,7-8`.
+pub fn ranges(partitions: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &p in partitions {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == p => *end = p,
+            _ => runs.push((p, p)),
+        }
+    }
+    let text: Vec<String> =
+        runs.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    if text.is_empty() {
+        "none".into()
+    } else {
+        text.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_print_as_runs() {
+        assert_eq!(ranges(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(ranges(&[3]), "3");
+        assert_eq!(ranges(&[]), "none");
+    }
+}

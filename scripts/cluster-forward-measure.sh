@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# What forwarding costs a GET in a cluster (docs/cluster.md, "Measured"): one etcd member, a
+# node `owner` owning all PARTITIONS partitions (RECORDS DB-A records loaded into it), and a spare
+# node `proxy` owning none, which forwards every request to `owner`. ROUNDS times, for each
+# CONNS in the list, `shardlite bench --url ... --workloads select` against `owner` (direct) and
+# then against `proxy` (every GET forwarded), printing queries/s, p50 and p99, and the CPU per
+# query of the servers (owner + proxy, from /proc/PID/stat around each run: the CPU of the whole
+# run, warm-up included, over queries/s x (duration + warm-up)).
+#
+# usage: scripts/cluster-forward-measure.sh    env: RECORDS (200000), PARTITIONS (16),
+#   ROUNDS (2), CONNS ("1 32"), DURATION (5 s measured), WARMUP (1 s)
+# Needs: etcd (Debian's etcd-server; ETCD), curl, python3, a release build (BIN).
+# Only 127.0.0.1; every process stops with the script.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${BIN:-$here/../target/release/shardlite}
+etcd=${ETCD:-etcd}
+records=${RECORDS:-200000} parts=${PARTITIONS:-16} rounds=${ROUNDS:-2} conns=${CONNS:-1 32}
+secs=${DURATION:-5} warmup=${WARMUP:-1}
+dir=$(mktemp -d /tmp/shardlite-cluster.XXXXXX)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+client=$(port) peer=$(port) owner=$(port) proxy=$(port)
+endpoint=http://127.0.0.1:$client
+
+"$etcd" --data-dir "$dir/etcd" --listen-client-urls "$endpoint" --advertise-client-urls "$endpoint" \
+  --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+  --initial-cluster "default=http://127.0.0.1:$peer" --log-level warn >"$dir/etcd.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do curl -sf "$endpoint/health" >/dev/null && break; sleep 0.1; done
+"$bin" load --data "$dir/owner" --records "$records" --partitions "$parts" --json >/dev/null
+"$bin" cluster init --etcd "$endpoint" --partitions "$parts" --nodes "owner=http://127.0.0.1:$owner" \
+  --spare-nodes "proxy=http://127.0.0.1:$proxy" >/dev/null
+for node in owner proxy; do
+  RUST_LOG=warn "$bin" serve --data "$dir/$node" --listen "127.0.0.1:${!node}" --cluster --etcd "$endpoint" \
+    --node-id "$node" >"$dir/$node.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 300); do curl -sf "http://127.0.0.1:${!node}/readyz" >/dev/null && break; sleep 0.1; done
+done
+owner_pid=${pids[1]} proxy_pid=${pids[2]}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+measure() {  # port connections -> "qps p50 p99 errors cpu_us_per_query"
+  local before after
+  before=$(($(cpu_ticks "$owner_pid") + $(cpu_ticks "$proxy_pid")))
+  "$bin" bench --url "http://127.0.0.1:$1" --records "$records" --workloads select --concurrency "$2" \
+    --duration "$secs" --warmup "$warmup" --json >"$dir/run.json"
+  after=$(($(cpu_ticks "$owner_pid") + $(cpu_ticks "$proxy_pid")))
+  python3 - "$dir/run.json" "$((after - before))" "$(getconf CLK_TCK)" "$secs" "$warmup" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))["runs"][0]
+ticks, hz, secs, warmup = (float(a) for a in sys.argv[2:])
+qps = run["queries_per_sec"]
+print(round(qps), run["latency_ms"]["p50"], run["latency_ms"]["p99"], run["error_total"],
+      round(ticks / hz * 1e6 / (qps * (secs + warmup)), 1))
+PY
+}
+
+for round in $(seq "$rounds"); do
+  for c in $conns; do
+    read -r dq d50 d99 derr dcpu < <(measure "$owner" "$c")
+    read -r fq f50 f99 ferr fcpu < <(measure "$proxy" "$c")
+    python3 -c "
+import sys
+dq, fq, d50, f50, dcpu, fcpu = map(float, sys.argv[1:])
+print(f'round $round, $c connections: direct {dq:,.0f}/s p50 {d50} ms p99 $d99 ms ($derr errors), CPU {dcpu} us/query;'
+      f' forwarded {fq:,.0f}/s p50 {f50} ms p99 $f99 ms ($ferr errors), CPU {fcpu} us/query (both servers);'
+      f' forwarded/direct: rate {fq/dq:.1%}, p50 +{f50-d50:.3f} ms ({(f50-d50)/d50:.2f} direct p50s), CPU {fcpu/dcpu:.2f}x')
+" "$dq" "$fq" "$d50" "$f50" "$dcpu" "$fcpu"
+  done
+done
