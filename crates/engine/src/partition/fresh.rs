@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  begin:   STAGING/pNNNN.db: new, journal_mode=OFF, synchronous=OFF, the partition's meta copied
-//!           DIR/pNNNN.db: checkpointed (synchronous=FULL) and closed; its WAL and journal removed
+//!           DIR/pNNNN.db: checkpointed (synchronous=FULL), out of WAL mode, closed; any WAL or
+//!           journal left beside it removed
 //!  (the caller writes its share through the build's connection, bucket by bucket)
 //!  install: key index (mode sqlite), close, fsync the file, rename over DIR/pNNNN.db, fsync DIR,
 //!           reopen the partition's writer on it
@@ -62,6 +63,9 @@ impl Build {
         let old = std::mem::replace(conn, build);
         sql::set_synchronous(&old, Synchronous::Full)?;
         sql::checkpoint_truncate(&old)?;
+        // Until the rename, a crash leaves this file as the partition's: out of WAL mode, it is
+        // whole without the WAL removed below.
+        sql::leave_wal(&old)?;
         old.close().map_err(|(_, e)| Error::from(e))?;
         for leftover in [layout.wal(p), layout.shm(p), layout.journal(p)] {
             // A WAL or journal left beside the database would be applied to the new file.

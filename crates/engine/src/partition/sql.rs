@@ -163,6 +163,13 @@ pub fn open_build(path: &std::path::Path, page_size: u64, config: &Config) -> Re
     Ok(conn)
 }
 
+/// Takes a database out of WAL mode (its WAL checkpointed into it and removed), so that it is
+/// whole without a WAL: opening it after a crash then misses no WAL (`super::wal`).
+pub fn leave_wal(conn: &Connection) -> Result<()> {
+    conn.pragma_update(None, "journal_mode", "DELETE")?;
+    Ok(())
+}
+
 /// Index mode `sqlite`'s unique index of the keys.
 pub fn create_key_index(conn: &Connection) -> Result<()> {
     conn.execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS records_key ON records(key);")?;
