@@ -8,6 +8,8 @@
 //!        ── rename .tmp -> DIR/import.staging, fsync DIR                  (the commit point)
 //!        ── per partition, on 2 threads, per bucket of its share: one transaction
 //!           (records + meta progress), checkpoint; then index merge, checkpoint (full)
+//!           (a partition that never held a record: every bucket into a new file without a
+//!           WAL, renamed over pNNNN.db once whole: crate::partition::fresh)
 //!        ── remove DIR/import.staging
 //! ```
 //!
@@ -21,6 +23,8 @@
 //! it got: `import_id` once it holds all of its share, before that `import_partial` (the
 //! import's id) and `import_buckets` (the buckets applied). [`resume`] applies the rest of the
 //! staged import. Until then the directory opens and checks clean, holding part of the import.
+//! A partition built anew has no progress of its own to record: it holds all of its share (the
+//! rename happened) or none of it (a resume builds it again).
 //!
 //! Duplicates, in input order: a key already present (in the directory or earlier in the
 //! input) is replaced (`last-wins`: an update, its counter `max(old + 1, given)`), kept
@@ -50,6 +54,7 @@ use crate::{
     manifest::Manifest,
     opening::{open_directory, Opened},
     partition::{
+        fresh::{self, Build},
         recovery::{recover, Recovered},
         sql,
     },
@@ -92,6 +97,9 @@ pub struct ImportSummary {
     pub kept: u64,
     /// Partitions that applied the import in this run.
     pub partitions: u32,
+    /// Of those, the ones that held no record before and were built anew in a new file (the
+    /// fast path: no WAL, no checkpoint).
+    pub rebuilt: u32,
     /// Transactions that applied it: a bucket of a partition's share each.
     pub buckets: u64,
     /// Seconds spent reading and staging the input.
@@ -306,7 +314,7 @@ impl Importer {
         fs::rename(&tmp, &staging).and_then(|()| layout::sync_dir(&staging)).map_err(|e| Error::io(&staging, &e))?;
         self.committed = true;
         let started = Instant::now();
-        let mut summary = apply_staged(&self.layout, &manifest, opened, &plan, progress)?;
+        let mut summary = apply_staged(&self.layout, &manifest, opened, &plan, &self.config, progress)?;
         summary.records = self.records;
         summary.parse_seconds = parse_seconds;
         summary.apply_seconds = started.elapsed().as_secs_f64();
@@ -343,7 +351,7 @@ pub fn resume(dir: &Path, config: &Config, progress: &(dyn Fn(u64, u64) + Sync))
     let mut manifest = Manifest::read(&layout.manifest())?;
     let started = Instant::now();
     let opened = open_parts(&layout, config, &mut manifest)?;
-    let mut summary = apply_staged(&layout, &manifest, opened, &plan, progress)?;
+    let mut summary = apply_staged(&layout, &manifest, opened, &plan, config, progress)?;
     summary.apply_seconds = started.elapsed().as_secs_f64();
     Ok(Some(summary))
 }
@@ -354,6 +362,8 @@ struct Part {
     id: u32,
     conn: Connection,
     state: Recovered,
+    /// While the partition is built anew ([`fresh`]): `conn` is the new file's.
+    build: Option<Build>,
 }
 
 /// Opens every partition for the import, as the bulk loader does: no commit log, no sync
@@ -365,7 +375,7 @@ fn open_parts(layout: &Layout, config: &Config, manifest: &mut Manifest) -> Resu
         let conn = sql::open_writer(&layout.db(p), &bulk, created.index)?;
         let state = recover(&conn, layout, p, &bulk, &created, log)?;
         let (applied, lost) = (state.applied, state.lost);
-        Ok((Mutex::new(Part { id: p, conn, state }), applied, lost))
+        Ok((Mutex::new(Part { id: p, conn, state, build: None }), applied, lost))
     })?;
     opened.lock.opened()?;
     Ok(opened)
@@ -378,9 +388,11 @@ fn apply_staged(
     manifest: &Manifest,
     opened: Opened<Mutex<Part>>,
     plan: &Plan,
+    config: &Config,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<ImportSummary> {
     let staging = layout.import_staging();
+    let bulk = bulk_config(config);
     let parts = &opened.parts;
     // Plans from before buckets: the whole share in one transaction, as then.
     let bucket = match plan.bucket_bytes {
@@ -395,7 +407,7 @@ fn apply_staged(
         let run = Layout::import_run(&staging, p as u32);
         let bytes = run_bytes(&run);
         if bytes > 0 && sql::meta_value(&part.conn, IMPORT_ID)? != Some(plan.id) {
-            let share = apply_share(&mut part, &staging, manifest, plan, bucket, &|b, buckets| {
+            let share = apply_share(&mut part, layout, manifest, plan, bucket, &bulk, &|b, buckets| {
                 progress(done.load(Ordering::Relaxed) + bytes * u64::from(b) / u64::from(buckets), total);
             })?;
             counts.lock().unwrap_or_else(|e| e.into_inner()).add(&share);
@@ -407,43 +419,55 @@ fn apply_staged(
     drop(opened);
     remove_dir_if_present(&staging)?;
     layout::sync_dir(&staging).map_err(|e| Error::io(layout.dir(), &e))?;
-    let Counts { inserted, updated, kept, buckets } = counts.into_inner().unwrap_or_else(|e| e.into_inner());
+    let Counts { inserted, updated, kept, buckets, rebuilt } = counts.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(ImportSummary {
         records: plan.records,
         inserted,
         updated,
         kept,
         partitions: applied.into_inner() as u32,
+        rebuilt,
         buckets,
         ..ImportSummary::default()
     })
 }
 
 /// Applies the buckets of a partition's share it lacks, one transaction each, then merges its
-/// index once and checkpoints durably. `bucket_done(b, buckets)` hears of each bucket applied.
+/// index once and checkpoints durably. A partition that never held a record is built anew
+/// instead ([`fresh`]): its buckets go into a new file, renamed into place once all are in.
+/// `bucket_done(b, buckets)` hears of each bucket applied; `bulk` is the writer's settings.
 fn apply_share(
     part: &mut Part,
-    staging: &Path,
+    layout: &Layout,
     manifest: &Manifest,
     plan: &Plan,
     bucket: u64,
+    bulk: &Config,
     bucket_done: &dyn Fn(u32, u32),
 ) -> Result<Counts> {
     let applied = match sql::meta_value(&part.conn, IMPORT_PARTIAL)? == Some(plan.id) {
         true => sql::meta_value(&part.conn, IMPORT_BUCKETS)?.unwrap_or(0) as u32,
         false => 0,
     };
+    let staging = layout.import_staging();
     let mut counts = Counts::default();
+    if applied == 0 && fresh::is_fresh(&part.state) {
+        part.build = Some(Build::begin(&mut part.conn, (layout, part.id), &staging, bulk, manifest.index)?);
+        counts.rebuilt = 1;
+    }
     let mut entries = Vec::new();
-    for_each_bucket(staging, part.id, &manifest.hasher(), bucket, applied, |b, buckets, buf| {
+    for_each_bucket(&staging, part.id, &manifest.hasher(), bucket, applied, |b, buckets, buf| {
         counts.add(&write_bucket(part, manifest, buf, plan, (b + 1, buckets), &mut entries)?);
-        if b + 1 < buckets {
+        if b + 1 < buckets && part.build.is_none() {
             // Each bucket's pages leave the WAL before the next: it never holds the whole share.
             sql::checkpoint_truncate(&part.conn)?;
         }
         bucket_done(b + 1, buckets);
         Ok(())
     })?;
+    if let Some(build) = part.build.take() {
+        build.install(&mut part.conn, layout, bulk)?;
+    }
     if let Some(index) = &part.state.index {
         entries.sort_unstable();
         index.bulk_merge(entries, part.state.next_id - 1)?;
@@ -532,6 +556,7 @@ struct Counts {
     updated: u64,
     kept: u64,
     buckets: u64,
+    rebuilt: u32,
 }
 
 impl Counts {
@@ -540,6 +565,7 @@ impl Counts {
         self.updated += other.updated;
         self.kept += other.kept;
         self.buckets += other.buckets;
+        self.rebuilt += other.rebuilt;
     }
 }
 
@@ -580,6 +606,7 @@ fn write_bucket(
     entries: &mut Vec<u64>,
 ) -> Result<Counts> {
     let Resolution { mut writes, counts } = resolve(part, manifest, buf, plan)?.map_err(|d| d.error(&plan.sources))?;
+    // In input order already unless a key was set again (then the sort has work to do).
     writes.sort_unstable_by_key(|w| w.order);
     let hasher = manifest.hasher();
     let mut id = part.state.next_id;
@@ -624,32 +651,40 @@ fn resolve<'a>(
     plan: &Plan,
 ) -> Result<std::result::Result<Resolution<'a>, Duplicate>> {
     let hasher = manifest.hasher();
-    /// A key's state as the input is read: its present id and counter (0: absent), its value
-    /// and where it was last set.
+    /// A key's state as the input is read: the key, its present id and counter (0: absent),
+    /// its value and where it was last set.
     struct Slot<'a> {
+        key: &'a [u8],
         present: Option<u32>,
         counter: u64,
         write: Option<(&'a [u8], usize)>,
         set_by: Option<Origin>,
     }
+    // Slots in the order their keys first appear, found through a map of the keys to their
+    // place: a small map, and writes that come out in input order unless a key is set again.
     // Keys are the user's, so the map's hash is seeded (foldhash's `RandomState`), and sized
     // for the whole share at once.
-    let mut slots: HashMap<&[u8], Slot<'a>, foldhash::fast::RandomState> =
-        HashMap::with_capacity_and_hasher(run_records(buf).count(), foldhash::fast::RandomState::default());
+    let records = run_records(buf).count();
+    let mut slots: Vec<Slot<'a>> = Vec::with_capacity(records);
+    let mut places: HashMap<&[u8], u32, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(records, foldhash::fast::RandomState::default());
     let mut counts = Counts::default();
     let mut candidates = Vec::new();
     for (n, record) in run_records(buf).enumerate() {
         let RunRecord { key, value, counter, origin } = record?;
-        let slot = match slots.entry(key) {
-            std::collections::hash_map::Entry::Occupied(slot) => slot.into_mut(),
+        let place = match places.entry(key) {
+            std::collections::hash_map::Entry::Occupied(place) => *place.get() as usize,
             std::collections::hash_map::Entry::Vacant(vacant) => {
                 let (present, counter) = match find(part, manifest.index, &hasher, key, &mut candidates)? {
                     Some((id, counter)) => (Some(id), counter),
                     None => (None, 0),
                 };
-                vacant.insert(Slot { present, counter, write: None, set_by: None })
+                vacant.insert(slots.len() as u32);
+                slots.push(Slot { key, present, counter, write: None, set_by: None });
+                slots.len() - 1
             }
         };
+        let slot = &mut slots[place];
         let exists = slot.counter > 0;
         match plan.policy {
             OnDuplicate::Keep if exists => counts.kept += 1,
@@ -667,13 +702,14 @@ fn resolve<'a>(
             }
         }
     }
+    drop(places);
     let writes: Vec<_> = slots
         .into_iter()
-        .filter_map(|(key, slot)| {
+        .filter_map(|slot| {
             slot.write.map(|(value, order)| KeyWrite {
                 present: slot.present,
                 counter: slot.counter,
-                key,
+                key: slot.key,
                 value,
                 order,
             })
@@ -692,7 +728,9 @@ fn find(
     key: &[u8],
     candidates: &mut Vec<u32>,
 ) -> Result<Option<(u32, u64)>> {
-    if part.state.records == 0 {
+    // A partition built anew held no key before, and keys of other buckets of its share never
+    // meet this one's (buckets split by key).
+    if part.state.records == 0 || part.build.is_some() {
         return Ok(None);
     }
     match (mode, &part.state.index) {

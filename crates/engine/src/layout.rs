@@ -14,6 +14,7 @@
 //! DIR/import.staging.tmp/   an import's parsed input, being written (crate::import)
 //! DIR/import.staging/       an import's parsed input, complete: being applied, or interrupted
 //!   import.toml, pNNNN.run  its plan, and each partition's records
+//!   pNNNN.db                a partition that held no record, being built anew (no WAL)
 //! ```
 //!
 //! A backup directory (crate::backup) holds `shardlite.toml`, each partition's `pNNNN.db` (no
@@ -84,6 +85,11 @@ impl Layout {
         self.dir.join(format!("p{p:04}.db-shm"))
     }
 
+    /// Partition `p`'s rollback journal (journal mode `delete`, during a transaction).
+    pub fn journal(&self, p: u32) -> PathBuf {
+        self.dir.join(format!("p{p:04}.db-journal"))
+    }
+
     /// Partition `p`'s compact index file.
     pub fn index(&self, p: u32) -> PathBuf {
         self.dir.join(format!("p{p:04}.idx"))
@@ -128,6 +134,12 @@ impl Layout {
     /// again from the run whenever needed).
     pub fn import_bucket(staging: &Path, p: u32, b: u32) -> PathBuf {
         staging.join(format!("p{p:04}.b{b:04}"))
+    }
+
+    /// Partition `p`'s database being built anew by the import in `staging`, renamed over
+    /// `pNNNN.db` once complete (crate::partition::fresh).
+    pub fn import_build(staging: &Path, p: u32) -> PathBuf {
+        staging.join(format!("p{p:04}.db"))
     }
 
     /// A backup's manifest (in a backup directory).

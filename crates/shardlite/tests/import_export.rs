@@ -319,18 +319,9 @@ fn kill_9_during_imports(create: &[&str]) {
         first.extend(create.iter().map(|a| a as &dyn AsRef<OsStr>));
         ok(&first);
         let before = records(&dir).len();
-        let mut child = Command::new(EXE)
-            .args(["import", "--data"])
-            .arg(&dir)
-            .arg(&input)
-            .args(create.iter().skip_while(|a| **a != "--memory-budget-mib"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        let _ = child.kill(); // SIGKILL
-        let finished = child.wait().unwrap().success();
+        let mut second: Vec<&dyn AsRef<OsStr>> = vec![&"import", &"--data", &dir, &input];
+        second.extend(create.iter().skip_while(|a| **a != "--memory-budget-mib").map(|a| a as &dyn AsRef<OsStr>));
+        let finished = killed_after(&second, delay_ms);
         assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean:"));
         assert_eq!(records(&dir).len(), before);
         let pending = dir.join("import.staging").exists();
@@ -351,6 +342,86 @@ fn kill_9_during_imports(create: &[&str]) {
         assert!(!dir.join("import.staging.tmp").exists() || phase == "staging");
     }
     eprintln!("phases hit: {phases:?}");
+}
+
+/// Runs shardlite, killed with SIGKILL after `delay_ms` unless it finished; whether it did.
+fn killed_after(args: &[&dyn AsRef<OsStr>], delay_ms: u64) -> bool {
+    let mut child = Command::new(EXE)
+        .args(args.iter().map(|a| a.as_ref()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+    let _ = child.kill();
+    child.wait().unwrap().success()
+}
+
+/// Partitions that never held a record are built anew (a new file without a WAL, renamed into
+/// place whole); the others, and partitions with no share, are applied as before.
+#[test]
+fn partitions_that_never_held_a_record_are_built_anew() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = dir_in(&tmp, "d");
+    let import = |path: &Path, extra: &[&str]| {
+        let mut args: Vec<&dyn AsRef<OsStr>> = vec![&"import", &"--data", &dir, &path, &"--json"];
+        args.extend(extra.iter().map(|a| a as &dyn AsRef<OsStr>));
+        serde_json::from_str::<serde_json::Value>(&ok(&args)).unwrap()
+    };
+    let one = tmp.path().join("one.csv");
+    write_csv(&one, &[(b"first".to_vec(), b"v".to_vec(), None)]);
+    let summary = import(&one, &["--partitions", "4"]);
+    assert_eq!((summary["partitions"].as_u64(), summary["rebuilt"].as_u64()), (Some(1), Some(1)));
+    let many = tmp.path().join("many.csv");
+    let input: Vec<_> = (0..1000u32).map(|i| (format!("k{i}").into_bytes(), i.to_le_bytes().to_vec(), None)).collect();
+    write_csv(&many, &input);
+    let summary = import(&many, &[]);
+    assert_eq!((summary["partitions"].as_u64(), summary["rebuilt"].as_u64()), (Some(4), Some(3)));
+    assert_eq!(summary["inserted"].as_u64(), Some(1000));
+    let mut expected: Records = input.into_iter().map(|(k, v, _)| (k, (v, 1))).collect();
+    expected.insert(b"first".to_vec(), (b"v".to_vec(), 1));
+    assert_eq!(records(&dir), expected);
+    assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean: 4 partitions checked, 1001 records"));
+}
+
+/// `kill -9` while a partition is built anew (one partition, so the whole apply is the fast
+/// path; both index modes that index keys): the directory checks clean and holds none of the
+/// import or all of it, never part; `--resume` then finishes it.
+#[test]
+fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("big.csv");
+    let written: Vec<_> = (0..50_000u32).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec(), None)).collect();
+    write_csv(&input, &written);
+    let expected: Records = written.into_iter().map(|(k, v, _)| (k, (v, 1))).collect();
+    let empty = tmp.path().join("empty.csv");
+    write_csv(&empty, &[]);
+    let mut phases = std::collections::BTreeSet::new();
+    for (n, (index, delay_ms)) in
+        [("hash", 150u64), ("hash", 300), ("sqlite", 300), ("hash", 450), ("sqlite", 600)].into_iter().enumerate()
+    {
+        let dir = dir_in(&tmp, &format!("d{n}"));
+        ok(&[&"import", &"--data", &dir, &"--partitions", &"1", &"--index", &index, &empty]);
+        let finished = killed_after(&[&"import", &"--data", &dir, &input], delay_ms);
+        assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean:"));
+        let held = records(&dir);
+        let pending = dir.join("import.staging").exists();
+        phases.insert((finished, pending, held.len()));
+        assert!(held.is_empty() || held == expected, "{index}, {delay_ms} ms: {} records", held.len());
+        match (finished, pending) {
+            (true, _) => assert_eq!(held, expected),
+            (false, false) => assert!(held.is_empty(), "killed while staging, yet records are in"),
+            (false, true) => {}
+        }
+        if pending {
+            ok(&[&"import", &"--data", &dir, &"--resume"]);
+        }
+        if finished || pending {
+            assert_eq!(records(&dir), expected);
+            assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean: 1 partitions checked, 50000 records"));
+        }
+    }
+    eprintln!("(finished, pending, records) hit: {phases:?}");
 }
 
 /// A partition's share bigger than the import's bucket (8 MiB budget: 1 MiB buckets) is applied

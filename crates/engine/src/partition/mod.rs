@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod compact;
+pub mod fresh;
 pub mod readers;
 pub mod recovery;
 pub mod replay;

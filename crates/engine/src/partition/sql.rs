@@ -110,7 +110,7 @@ fn create_schema(conn: &Connection, index: IndexMode) -> Result<()> {
          INSERT OR IGNORE INTO meta VALUES ('next_id', 1), ('records', 0);",
     )?;
     if index == IndexMode::Sqlite {
-        conn.execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS records_key ON records(key);")?;
+        create_key_index(conn)?;
     }
     conn.pragma_update(None, "application_id", APPLICATION_ID)?;
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -143,6 +143,37 @@ pub fn open_backup_target(path: &std::path::Path) -> Result<Connection> {
     conn.pragma_update(None, "journal_mode", "OFF")?;
     conn.pragma_update(None, "synchronous", "OFF")?;
     Ok(conn)
+}
+
+/// Creates a new database file for a partition built anew (the import's fast path,
+/// `super::fresh`): one connection writes it and the caller syncs it before renaming it into
+/// place, so neither a journal nor syncs of its own (a crash leaves a file nobody reads). Its
+/// schema lacks the key index of mode `sqlite`: [`create_key_index`] builds that after the rows,
+/// in one sort rather than one B-tree insert a row.
+pub fn open_build(path: &std::path::Path, page_size: u64, config: &Config) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "page_size", i64::try_from(page_size).unwrap_or(i64::MAX))?;
+    conn.pragma_update(None, "journal_mode", "OFF")?;
+    conn.pragma_update(None, "synchronous", "OFF")?;
+    // No other connection opens the file while it is built: no file locks taken and released
+    // around every transaction.
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+    common_pragmas(&conn, config)?;
+    create_schema(&conn, IndexMode::None)?;
+    Ok(conn)
+}
+
+/// Takes a database out of WAL mode (its WAL checkpointed into it and removed), so that it is
+/// whole without a WAL: opening it after a crash then misses no WAL (`super::wal`).
+pub fn leave_wal(conn: &Connection) -> Result<()> {
+    conn.pragma_update(None, "journal_mode", "DELETE")?;
+    Ok(())
+}
+
+/// Index mode `sqlite`'s unique index of the keys.
+pub fn create_key_index(conn: &Connection) -> Result<()> {
+    conn.execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS records_key ON records(key);")?;
+    Ok(())
 }
 
 /// The database's page size, bytes.
@@ -424,6 +455,13 @@ pub fn integrity_check_table(conn: &Connection, table: &str) -> Result<String> {
 /// How far into the commit log this database has applied (0: nothing logged yet).
 pub fn log_applied(conn: &Connection) -> Result<u64> {
     Ok(meta_value(conn, "log_applied")?.map_or(0, |v| v as u64))
+}
+
+/// Every named value of `meta`.
+pub fn meta_rows(conn: &Connection) -> Result<Vec<(String, i64)>> {
+    let mut stmt = conn.prepare("SELECT name, value FROM meta")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
 }
 
 /// A named value of `meta`, if set.
