@@ -61,8 +61,8 @@ pub struct ImportArgs {
     /// Index mode of a new directory (default hash; an existing one keeps its own).
     #[arg(long)]
     pub index: Option<IndexMode>,
-    /// Memory the import may use, MiB (default: as `serve`'s: a quarter of the RAM, or of a
-    /// container's limit): a partition's share is applied in buckets of a quarter of it over
+    /// Memory the import may use, MiB (default: as `serve`'s: a quarter of the RAM, or 7/8 of
+    /// a container's smaller limit): a partition's share is applied in buckets of a quarter of it over
     /// the import's two threads.
     #[arg(long)]
     pub memory_budget_mib: Option<u64>,
