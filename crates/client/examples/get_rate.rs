@@ -12,7 +12,7 @@
 
 use std::{
     sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, Ordering},
         Arc,
     },
     time::{Duration, Instant},
@@ -21,6 +21,12 @@ use std::{
 use clap::Parser;
 use shardlite_client::Client;
 use shardlite_proc::ProcessStats;
+
+/// The allocator of the `shardlite` binary, whose `bench` generator this is compared with: the
+/// two are measured alike, and the difference is the client's (a program using the client
+/// chooses its own allocator).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 struct Args {
@@ -61,16 +67,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let client = builder.build()?;
     let keys = Arc::new(list_keys(&client, args.keys).await?);
     anyhow::ensure!(!keys.is_empty(), "the server holds no keys: load some first");
-    let (ok, errors, measuring) =
-        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+    let measuring = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(args.warmup + args.duration);
     let tasks: Vec<_> = (0..args.connections)
         .map(|task| {
-            let (client, keys, ok, errors, measuring) =
-                (client.clone(), Arc::clone(&keys), Arc::clone(&ok), Arc::clone(&errors), Arc::clone(&measuring));
+            let (client, keys, measuring) = (client.clone(), Arc::clone(&keys), Arc::clone(&measuring));
             tokio::spawn(async move {
                 let mut random = 0x9e37_79b9_7f4a_7c15_u64 ^ (task as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                // Counted by each task, as `bench` records per connection: no counter shared
+                // between the runtime's threads.
+                let (mut ok, mut errors) = (0_u64, 0_u64);
                 while Instant::now() < end {
                     random ^= random << 13;
                     random ^= random >> 7;
@@ -78,20 +85,22 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     let key = &keys[(random % keys.len() as u64) as usize];
                     let answered = matches!(client.get(key).await, Ok(Some(_)));
                     if measuring.load(Ordering::Relaxed) {
-                        (if answered { &ok } else { &errors }).fetch_add(1, Ordering::Relaxed);
+                        *(if answered { &mut ok } else { &mut errors }) += 1;
                     }
                 }
+                (ok, errors)
             })
         })
         .collect();
     tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
     measuring.store(true, Ordering::Relaxed);
     let (measured, cpu_before) = (Instant::now(), ProcessStats::read().cpu_seconds());
+    let (mut ok, mut errors) = (0, 0);
     for task in tasks {
-        task.await?;
+        let (task_ok, task_errors) = task.await?;
+        (ok, errors) = (ok + task_ok, errors + task_errors);
     }
     let (elapsed, cpu) = (measured.elapsed().as_secs_f64(), ProcessStats::read().cpu_seconds() - cpu_before);
-    let (ok, errors) = (ok.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
     println!(
         "client GET: {:.0} requests/s ({ok} in {elapsed:.2} s, {errors} errors; {} connections, {} keys; \
          this process's CPU {:.1} us a request)",

@@ -203,11 +203,16 @@ impl Client {
     }
 }
 
-/// `/kv/{key}`, the key in lowercase hex.
+/// `/kv/{key}`, the key in lowercase hex: digit by digit into one buffer (`hex::encode` would
+/// build a string of its own, and this runs for every request).
 fn kv_path(key: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut path = String::with_capacity(4 + 2 * key.len());
     path.push_str("/kv/");
-    path.push_str(&hex::encode(key));
+    for byte in key {
+        path.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        path.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
     path
 }
 

@@ -65,8 +65,8 @@
 //!
 //! Modules: `client` (the operations), `cas` (compare-and-set), `batch` (`POST /batch`),
 //! `keys` (`GET /keys`), `etag` (tags, records, conditions), `error`, `retry` (what is retried
-//! and how long to wait), `transport` (hyper's pooled client, one attempt), `builder`
-//! (settings).
+//! and how long to wait), `transport` (one attempt), `pool` (the keep-alive connections, on
+//! hyper's `client::conn::http1`), `builder` (settings).
 
 mod batch;
 mod builder;
@@ -75,6 +75,7 @@ mod client;
 mod error;
 mod etag;
 mod keys;
+mod pool;
 mod retry;
 mod transport;
 

@@ -1,24 +1,23 @@
-//! [`Transport`]: one request and its whole answer over hyper-util's pooled client (keep-alive
-//! connections reused across requests and tasks; `http://` and `https://` through
-//! hyper-rustls), with the bearer token, the timeout, and the server's error body decoded into
-//! a [`ServerError`]. [`Transport::send`] is one attempt; retries are the caller's
-//! ([`crate::retry`]).
+//! [`Transport`]: one request and its whole answer over the client's [`Pool`] of keep-alive
+//! connections (`http://` and `https://` through hyper-rustls), with the bearer token, the
+//! timeout, and the server's error body decoded into a [`ServerError`]. [`Transport::send`] is
+//! one attempt; retries are the caller's ([`crate::retry`]).
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::{
-    header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, ETAG, RETRY_AFTER},
+    header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, ETAG, HOST, RETRY_AFTER},
     HeaderMap, Method, Request, StatusCode, Uri,
 };
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::{connect::HttpConnector, Client as Pool};
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde::Deserialize;
 
 use crate::{
     error::{Error, ErrorCode, ServerError},
     etag::ETag,
+    pool::Pool,
     retry::parse_retry_after,
 };
 
@@ -67,12 +66,14 @@ impl Answer {
 }
 
 /// Where the server is and how to reach it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Transport {
-    /// The pooled client.
-    pool: Pool<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    /// `scheme://authority` and the path prefix, without a trailing `/`.
-    base: String,
+    /// The connections.
+    pool: Pool,
+    /// The `Host` header: the URL's authority.
+    host: HeaderValue,
+    /// The URL's path prefix, without a trailing `/` (often empty).
+    prefix: String,
     /// `Bearer <token>`, if the server wants one.
     authorization: Option<HeaderValue>,
     /// How long one attempt may take, from sending to the answer's last byte.
@@ -127,13 +128,22 @@ impl Transport {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        let pool = Pool::builder(hyper_util::rt::TokioExecutor::new())
-            .pool_timer(hyper_util::rt::TokioTimer::new())
-            .pool_idle_timeout(setup.idle_timeout)
-            .pool_max_idle_per_host(setup.max_idle)
-            .build(connector);
-        let base = format!("{}://{}{}", scheme, uri.authority().map(|a| a.as_str()).unwrap_or_default(), uri.path());
-        Ok(Self { pool, base: base.trim_end_matches('/').to_owned(), authorization, timeout: setup.timeout })
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        let origin = Uri::builder()
+            .scheme(scheme)
+            .authority(authority)
+            .path_and_query("/")
+            .build()
+            .map_err(|e| Error::Config(format!("bad URL `{}`: {e}", setup.url)))?;
+        let host =
+            HeaderValue::from_str(authority).map_err(|e| Error::Config(format!("bad host `{authority}`: {e}")))?;
+        Ok(Self {
+            pool: Pool::new(connector, origin, setup.idle_timeout, setup.max_idle),
+            host,
+            prefix: uri.path().trim_end_matches('/').to_owned(),
+            authorization,
+            timeout: setup.timeout,
+        })
     }
 
     /// Sends one request to `path` (which starts with `/`) and reads its whole answer, within
@@ -145,18 +155,25 @@ impl Transport {
         header: Option<(HeaderName, HeaderValue)>,
         body: Bytes,
     ) -> Result<Answer, Error> {
-        let mut request = Request::builder().method(method).uri(format!("{}{path}", self.base));
+        let uri = match self.prefix.as_str() {
+            "" => Uri::try_from(path),
+            prefix => Uri::try_from(format!("{prefix}{path}")),
+        };
+        // Built in place rather than through `Request::builder`, which moves its parts at each
+        // step: this runs for every request.
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = method;
+        *request.uri_mut() = uri.map_err(|e| Error::Config(format!("bad path `{path}`: {e}")))?;
+        let headers = request.headers_mut();
+        headers.insert(HOST, self.host.clone());
         if let Some(auth) = &self.authorization {
-            request = request.header(AUTHORIZATION, auth.clone());
+            headers.insert(AUTHORIZATION, auth.clone());
         }
         if let Some((name, value)) = header {
-            request = request.header(name, value);
+            headers.insert(name, value);
         }
-        let request = request.body(Full::new(body)).map_err(|e| Error::Config(format!("bad request: {e}")))?;
         let exchange = async {
-            let response = self.pool.request(request).await.map_err(|e| Error::Transport(Box::new(e)))?;
-            let (parts, body) = response.into_parts();
-            let body = body.collect().await.map_err(|e| Error::Transport(Box::new(e)))?.to_bytes();
+            let (parts, body) = self.pool.exchange(request).await?;
             Ok(Answer { status: parts.status, headers: parts.headers, body })
         };
         tokio::time::timeout(self.timeout, exchange).await.map_err(|_| Error::Timeout(self.timeout))?
@@ -181,8 +198,10 @@ mod tests {
 
     #[tokio::test]
     async fn urls_are_checked() {
-        assert_eq!(Transport::new(setup("http://127.0.0.1:8080/")).unwrap().base, "http://127.0.0.1:8080");
-        assert_eq!(Transport::new(setup("https://db.example:8443/api")).unwrap().base, "https://db.example:8443/api");
+        let plain = Transport::new(setup("http://127.0.0.1:8080/")).unwrap();
+        assert_eq!((plain.host.to_str().unwrap(), plain.prefix.as_str()), ("127.0.0.1:8080", ""));
+        let prefixed = Transport::new(setup("https://db.example:8443/api")).unwrap();
+        assert_eq!((prefixed.host.to_str().unwrap(), prefixed.prefix.as_str()), ("db.example:8443", "/api"));
         for bad in ["ftp://127.0.0.1", "127.0.0.1:8080", "http://h/?x=1", "not a url"] {
             assert!(matches!(Transport::new(setup(bad)), Err(Error::Config(_))), "{bad}");
         }

@@ -167,14 +167,18 @@ fn to_op(wire: WireOp, max_value: usize) -> Result<Op, ApiError> {
                 return Err(ApiError::from(BackendError::ValueTooLarge { len: value.len() / 2, max: max_value }));
             }
             let value = decode(&value).map_err(|why| bad_item("bad_value", format!("the value {why}")))?;
-            let condition = match (if_match, if_none_match) {
-                (None, None) => Condition::None,
-                (Some(_), Some(_)) => {
-                    return Err(bad_item("bad_condition", "give if_match or if_none_match, not both"))
-                }
-                (None, Some(star)) if star == "*" => Condition::Absent,
-                (None, Some(_)) => return Err(bad_item("bad_condition", "if_none_match takes only \"*\"")),
-                (Some(m), None) => if_match_condition(m)?,
+            let absent = match if_none_match.as_deref() {
+                None => false,
+                Some("*") => true,
+                Some(_) => return Err(bad_item("bad_condition", "if_none_match takes only \"*\"")),
+            };
+            let condition = match (if_match.map(if_match_condition).transpose()?, absent) {
+                (None, false) => Condition::None,
+                (None, true) => Condition::Absent,
+                (Some(condition), false) => condition,
+                // As the same pair of headers on a PUT: they never both hold (RFC 9110 §13.2.2),
+                // so a condition that matches nothing: 412 with the current tag.
+                (Some(_), true) => Condition::UnknownVersion,
             };
             Op::Put { key, value, condition }
         }
@@ -259,6 +263,18 @@ mod tests {
         let version = Version { epoch: 4, id: 1, counter: 3 };
         assert_eq!(ops[2], Ok(Op::Put { key: vec![0xbb], value: vec![], condition: Condition::Version(version) }));
         assert_eq!(ops[3], Ok(Op::Delete { key: vec![0xcc], condition: Condition::Present }));
+    }
+
+    #[test]
+    fn if_match_with_if_none_match_is_a_condition_that_never_holds() {
+        let ops = parse(
+            r#"{"ops": [{"op": "put", "key": "bb", "value": "", "if_match": "*", "if_none_match": "*"},
+                        {"op": "put", "key": "bb", "value": "", "if_match": "x", "if_none_match": "*"},
+                        {"op": "put", "key": "bb", "value": "", "if_match": "*", "if_none_match": "\"1\""}]}"#,
+        );
+        assert_eq!(ops[0], Ok(Op::Put { key: vec![0xbb], value: vec![], condition: Condition::UnknownVersion }));
+        assert_eq!(ops[1].as_ref().unwrap_err().status.as_u16(), 400, "a malformed one is 400 whatever the other");
+        assert_eq!(ops[2].as_ref().unwrap_err().status.as_u16(), 400);
     }
 
     #[test]

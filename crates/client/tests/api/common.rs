@@ -4,6 +4,10 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::connect::HttpConnector;
+
 use shardlite_engine::{Config, CreateOptions, Store, Synchronous};
 use shardlite_server::{ServerOptions, SqliteBackend};
 use tokio::{net::TcpListener, sync::oneshot};
@@ -12,6 +16,9 @@ use tokio::{net::TcpListener, sync::oneshot};
 pub struct TestServer {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
+    /// Reads `/metrics`: one pooled connection, reused, so that the server counts one
+    /// connection of the test's own while it answers.
+    metrics: hyper_util::client::legacy::Client<HttpConnector, Empty<Bytes>>,
     _stop: oneshot::Sender<()>,
     _dir: tempfile::TempDir,
 }
@@ -47,7 +54,10 @@ impl TestServer {
         tokio::spawn(shardlite_server::run(listener, backend, options, async {
             let _ = stopped.await;
         }));
-        Self { url, _stop: stop, _dir: dir }
+        let metrics = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(1)
+            .build_http();
+        Self { url, metrics, _stop: stop, _dir: dir }
     }
 
     /// A client of this server with the default settings.
@@ -57,14 +67,36 @@ impl TestServer {
 
     /// Requests the server answered with `status` on `method /kv/{key}`, from `/metrics`.
     pub async fn answered(&self, method: &str, status: u16) -> u64 {
-        use http_body_util::{BodyExt, Empty};
-        let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build_http::<Empty<bytes::Bytes>>();
-        let response = http.get(format!("{}/metrics", self.url).parse().unwrap()).await.unwrap();
-        let text = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
-        let series = format!(
+        self.metric(&format!(
             "shardlite_http_request_duration_seconds_count{{route=\"/kv/{{key}}\",method=\"{method}\",status=\"{status}\"}}"
-        );
-        text.lines().filter_map(|l| l.strip_prefix(&series)).map(|v| v.trim().parse::<u64>().unwrap()).sum()
+        ))
+        .await
+    }
+
+    /// The HTTP connections the server has open, not counting the test's own.
+    pub async fn connections_open(&self) -> u64 {
+        self.metric("shardlite_http_connections_open").await - 1
+    }
+
+    /// The sum of the `/metrics` lines of `series`.
+    async fn metric(&self, series: &str) -> u64 {
+        let response = self.metrics.get(format!("{}/metrics", self.url).parse().unwrap()).await.unwrap();
+        let text = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        text.lines()
+            .filter_map(|l| l.strip_prefix(series))
+            .filter(|v| v.starts_with(' '))
+            .map(|v| v.trim().parse::<u64>().unwrap())
+            .sum()
+    }
+
+    /// Waits, up to 10 s, until the server has `n` connections open besides the one that asks.
+    pub async fn until_connections_open(&self, n: u64) {
+        for _ in 0..200 {
+            if self.connections_open().await == n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("the server still has {} connections open, not {n}", self.connections_open().await);
     }
 }

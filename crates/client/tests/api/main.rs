@@ -8,6 +8,7 @@ mod batch;
 mod cas;
 mod common;
 mod kv;
+mod pool;
 mod retry;
 mod timeouts;
 mod tls;

@@ -11,7 +11,8 @@ use crate::common::{config, error_of, key, on_both_backends, Kind, TestServer};
 on_both_backends!(
     every_operation_gets_its_own_result_in_order,
     hundreds_of_operations_in_one_request,
-    an_empty_batch_is_an_empty_answer
+    an_empty_batch_is_an_empty_answer,
+    if_match_and_if_none_match_on_one_item_never_hold
 );
 
 async fn batch(server: &TestServer, body: &Value) -> Vec<Value> {
@@ -71,6 +72,27 @@ async fn every_operation_gets_its_own_result_in_order(kind: Kind) {
     let resp = server.client.get(server.kv(&key(1))).send().await.unwrap();
     assert_eq!(resp.bytes().await.unwrap(), "hi!");
     assert_eq!(server.client.get(server.kv(&key(2))).send().await.unwrap().status(), StatusCode::NOT_FOUND);
+}
+
+/// `if_match` with `if_none_match: "*"` on one put item was refused with 400 while the same pair
+/// of headers on a PUT answers 412: like the headers, they never both hold (RFC 9110 §13.2.2),
+/// so 412 with the current tag if the key exists, and nothing is written.
+async fn if_match_and_if_none_match_on_one_item_never_hold(kind: Kind) {
+    let server = TestServer::on(kind, config()).await;
+    let k = hex::encode(key(4));
+    let both =
+        |if_match: &str| json!({"op": "put", "key": k, "value": "62", "if_match": if_match, "if_none_match": "*"});
+    let results = batch(&server, &json!({"ops": [both("*")]})).await;
+    assert_eq!((&results[0]["status"], &results[0]["error"]), (&json!(412), &json!("precondition_failed")), "absent");
+    assert!(results[0].get("etag").is_none(), "no current tag for an absent key");
+    let resp = server.client.put(server.kv(&key(4))).body("v").send().await.unwrap();
+    let tag = resp.headers()["etag"].to_str().unwrap().to_owned();
+    for results in
+        [batch(&server, &json!({"ops": [both("*")]})).await, batch(&server, &json!({"ops": [both(&tag)]})).await]
+    {
+        assert_eq!((&results[0]["status"], &results[0]["etag"]), (&json!(412), &json!(tag)));
+    }
+    assert_eq!(server.client.get(server.kv(&key(4))).send().await.unwrap().text().await.unwrap(), "v");
 }
 
 async fn hundreds_of_operations_in_one_request(kind: Kind) {
