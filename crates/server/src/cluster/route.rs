@@ -77,9 +77,9 @@ pub fn map(state: &State) -> Result<Response, ApiError> {
     }
     let Some(cluster) = &state.cluster else {
         return Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_implemented",
-            "this server is not a node of a cluster (shardlite serve --cluster)",
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no cluster map: this server is not a node of a cluster (shardlite serve --cluster)",
         ));
     };
     let view = cluster.view();

@@ -85,7 +85,7 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
         (Method::POST, server.at("/admin/compact"), "", &["admin"]),
         (Method::GET, server.at("/stats"), "", &["metrics"]),
         (Method::GET, server.at("/metrics"), "", &["metrics"]),
-        // 501 here (no cluster): the role is checked first.
+        // 404 here (no cluster): the role is checked first.
         (Method::GET, server.at("/cluster"), "", &["read", "write"]),
     ];
     for (method, url, body, allowed) in &requests {

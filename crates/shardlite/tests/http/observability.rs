@@ -18,6 +18,19 @@ async fn healthz_answers_without_storage_work() {
     assert_eq!(resp.status(), StatusCode::OK);
 }
 
+/// A server that is no cluster's node has no map: `GET /cluster` is 404 `not_found` (a client
+/// error, not a server's), and so is HEAD, without a body.
+#[tokio::test]
+async fn the_cluster_map_of_a_server_outside_a_cluster_is_not_found() {
+    let server = TestServer::start(config()).await;
+    let resp = server.client.get(server.at("/cluster")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    let body: Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    assert_eq!(body["error"], "not_found", "{body}");
+    let resp = server.client.head(server.at("/cluster")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+}
+
 #[tokio::test]
 async fn stats_reports_partitions_process_and_configuration() {
     let server = TestServer::start(config()).await;
