@@ -940,15 +940,7 @@ mod tests {
     fn a_header_of_zero_buckets_is_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.idx");
-        let header = Header {
-            version: VERSION,
-            buckets: 0,
-            watermark: 0,
-            entries: 0,
-            overflow: 0,
-            fingerprint_bits: 32,
-            id_bits: 32,
-        };
+        let header = *MainIndex::empty(&path, 32).header();
         let mut bytes = header.encode().to_vec();
         bytes.extend_from_slice(&crc32c::crc32c(&[]).to_le_bytes());
         std::fs::write(&path, &bytes).unwrap();
