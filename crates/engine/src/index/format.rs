@@ -432,7 +432,7 @@ impl MainIndex {
     pub fn keep_in_ram(&self, part: &Arc<IndexPages>) {
         let Some(file) = &self.file else { return };
         if self.resident.get().is_none() {
-            if let Some(resident) = Resident::load(file, self.header.buckets, part) {
+            if let Some(resident) = Resident::load(file, self.header.buckets, PAGE, part) {
                 // A concurrent caller's copy may have won: this one is dropped, its bytes given back.
                 let _ = self.resident.set(resident);
             }
@@ -449,7 +449,8 @@ impl MainIndex {
         let Some(file) = &self.file else { return Ok(()) };
         let bucket = bucket_of(fp, self.header.buckets);
         let mut read = [0u8; PAGE];
-        let page = match self.resident.get().and_then(|r| r.page(bucket)) {
+        let held = self.resident.get().and_then(|r| r.page(bucket)).and_then(|p| <&[u8; PAGE]>::try_from(p).ok());
+        let page = match held {
             Some(page) => page,
             None => {
                 file.read_exact_at(&mut read, (1 + bucket) * PAGE as u64).map_err(|e| Error::io(&self.path, &e))?;
