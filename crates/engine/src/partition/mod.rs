@@ -154,8 +154,9 @@ impl Partition {
             wal_pages,
             checkpoint_queued: AtomicBool::new(false),
             checkpoint_unfinished: AtomicBool::new(false),
+            // Without Litestream the checkpoint threshold is `checkpoint_pages` itself.
             long_read_bound: match config.journal == crate::JournalMode::Wal && !config.litestream {
-                true => crate::checkpointer::threshold(config).saturating_mul(LONG_READ_BOUND),
+                true => config.checkpoint_pages.max(1).saturating_mul(LONG_READ_BOUND),
                 false => 0,
             },
             long_reads: AtomicU32::new(0),
