@@ -1,5 +1,6 @@
 //! [`ClientBuilder`]: a [`Client`]'s settings — the server's URL, the bearer token, timeouts,
-//! retries, the connection pool, TLS trust — each declared once, with its default.
+//! retries, the connection pool, TLS trust — each declared once, with its default; and the two
+//! ways to start one, [`Client::builder`] and [`Client::new`].
 
 use std::{sync::Arc, time::Duration};
 
@@ -25,6 +26,18 @@ pub struct ClientBuilder {
     idle_timeout: Duration,
     max_idle: usize,
     ca_pem: Vec<Vec<u8>>,
+}
+
+impl Client {
+    /// A builder for the server at `url` (`http://127.0.0.1:8080`, or `https://...`).
+    pub fn builder(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    /// A client of the server at `url` with the default settings.
+    pub fn new(url: impl Into<String>) -> Result<Self, Error> {
+        ClientBuilder::new(url).build()
+    }
 }
 
 impl ClientBuilder {

@@ -10,7 +10,6 @@ use hyper::{Method, StatusCode};
 
 use crate::{
     batch::{self, Op, OpResult},
-    builder::ClientBuilder,
     error::{Error, ErrorCode},
     etag::{Condition, ETag, Record, Written},
     keys::{self, KeyPage},
@@ -42,16 +41,6 @@ struct Call<'a> {
 }
 
 impl Client {
-    /// A builder for the server at `url` (`http://127.0.0.1:8080`, or `https://...`).
-    pub fn builder(url: impl Into<String>) -> ClientBuilder {
-        ClientBuilder::new(url)
-    }
-
-    /// A client of the server at `url` with the default settings.
-    pub fn new(url: impl Into<String>) -> Result<Self, Error> {
-        ClientBuilder::new(url).build()
-    }
-
     pub(crate) fn from_parts(transport: Transport, retry: Retry, cas_attempts: u32) -> Self {
         Self { inner: Arc::new(Inner { transport, retry, cas_attempts }) }
     }
