@@ -40,6 +40,13 @@ struct Call<'a> {
     repeat: Repeat,
 }
 
+impl<'a> Call<'a> {
+    /// A plain `GET` of `path`: no condition, no body, safe to repeat.
+    fn read(path: &'a str) -> Self {
+        Self { method: Method::GET, path, condition: &Condition::Always, body: Bytes::new(), repeat: Repeat::Safe }
+    }
+}
+
 impl Client {
     pub(crate) fn from_parts(transport: Transport, retry: Retry, cas_attempts: u32) -> Self {
         Self { inner: Arc::new(Inner { transport, retry, cas_attempts }) }
@@ -53,13 +60,7 @@ impl Client {
     /// The record of `key`, or `None` if there is none (`GET /kv/{key}`).
     pub async fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Record>, Error> {
         let path = kv_path(key.as_ref());
-        let call = Call {
-            method: Method::GET,
-            path: &path,
-            condition: &Condition::Always,
-            body: Bytes::new(),
-            repeat: Repeat::Safe,
-        };
+        let call = Call::read(&path);
         let answer = self.call(call).await?;
         match answer.status {
             StatusCode::OK => Ok(Some(Record { etag: answer.etag()?, value: answer.body })),
@@ -158,13 +159,7 @@ impl Client {
     /// the start), at most `limit` keys (`GET /keys`).
     pub async fn keys(&self, partition: u32, after: Option<&str>, limit: u32) -> Result<KeyPage, Error> {
         let path = keys::path(partition, after, limit);
-        let call = Call {
-            method: Method::GET,
-            path: &path,
-            condition: &Condition::Always,
-            body: Bytes::new(),
-            repeat: Repeat::Safe,
-        };
+        let call = Call::read(&path);
         let answer = self.call(call).await?;
         match answer.status {
             StatusCode::OK => keys::decode(&answer.body),

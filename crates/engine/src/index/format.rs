@@ -289,13 +289,20 @@ struct Page<'a> {
 
 impl<'a> Page<'a> {
     fn check(header: &'a Header, bucket: u64, page: &'a [u8; PAGE]) -> std::result::Result<Self, String> {
+        let checked = Self::counted(header, bucket, page)?;
+        if u32_at(page, 4) != page_crc(page, checked.n, header.width()) {
+            return Err("page checksum mismatch".into());
+        }
+        Ok(checked)
+    }
+
+    /// The page with only its count checked: for a page held in RAM, whose checksum was
+    /// checked when it was read in.
+    fn counted(header: &'a Header, bucket: u64, page: &'a [u8; PAGE]) -> std::result::Result<Self, String> {
         let n = usize::from(u16::from_le_bytes([page[0], page[1]]));
-        let (width, capacity) = (header.width(), header.capacity());
+        let capacity = header.capacity();
         if n > capacity {
             return Err(format!("page entry count {n} exceeds {capacity}"));
-        }
-        if u32_at(page, 4) != page_crc(page, n, width) {
-            return Err("page checksum mismatch".into());
         }
         Ok(Self { header, bucket, bytes: &page[8..], n })
     }
@@ -429,10 +436,16 @@ impl MainIndex {
 
     /// Reads the file's bucket pages into RAM, as many as `part` has room for, unless they are
     /// already there. Lookups meanwhile read the file.
+    /// Each page's checksum is checked as it comes in; a file with a damaged page is not held
+    /// (its lookups read the file and report the damage).
     pub fn keep_in_ram(&self, part: &Arc<IndexPages>) {
         let Some(file) = &self.file else { return };
         if self.resident.get().is_none() {
-            if let Some(resident) = Resident::load(file, self.header.buckets, PAGE, part) {
+            let Some(resident) = Resident::load(file, self.header.buckets, PAGE, part) else { return };
+            let intact = (0..self.header.buckets)
+                .map_while(|b| resident.page(b).map(|p| (b, p)))
+                .all(|(b, p)| <&[u8; PAGE]>::try_from(p).is_ok_and(|page| Page::check(&self.header, b, page).is_ok()));
+            if intact {
                 // A concurrent caller's copy may have won: this one is dropped, its bytes given back.
                 let _ = self.resident.set(resident);
             }
@@ -451,14 +464,13 @@ impl MainIndex {
         let mut read = [0u8; PAGE];
         let held = self.resident.get().and_then(|r| r.page(bucket)).and_then(|p| <&[u8; PAGE]>::try_from(p).ok());
         let page = match held {
-            Some(page) => page,
+            Some(page) => Page::counted(&self.header, bucket, page),
             None => {
                 file.read_exact_at(&mut read, (1 + bucket) * PAGE as u64).map_err(|e| Error::io(&self.path, &e))?;
-                &read
+                Page::check(&self.header, bucket, &read)
             }
         };
-        Page::check(&self.header, bucket, page)
-            .map_err(|what| Error::Corrupt { path: self.path.clone(), what: format!("bucket {bucket}: {what}") })?
+        page.map_err(|what| Error::Corrupt { path: self.path.clone(), what: format!("bucket {bucket}: {what}") })?
             .ids_of(fp, out);
         let range = fingerprint_range(fp);
         let start = self.overflow.partition_point(|e| *e < *range.start());
@@ -848,6 +860,28 @@ mod tests {
         let mut ids = Vec::new();
         assert!(matches!(index.lookup(0, &mut ids), Err(Error::Corrupt { .. })));
         assert!(index.scan().unwrap().any(|e| e.is_err()));
+    }
+
+    /// Pages held in RAM are checked as they are read in: a damaged page keeps the file out of
+    /// RAM, and its lookup reports the damage as a lookup from the file does.
+    #[test]
+    fn a_damaged_page_is_not_held_in_ram() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.idx");
+        let entries: Vec<u64> = (0..1_000u32).map(|i| entry(i << 20, i)).collect();
+        write_entries(&path, &entries, 1_000);
+        let part = IndexPages::new(1 << 20);
+        let index = MainIndex::open(&path).unwrap();
+        index.keep_in_ram(&part);
+        assert!(index.resident_bytes() > 0);
+        let mut bad = std::fs::read(&path).unwrap();
+        bad[PAGE + 20] ^= 0x40;
+        std::fs::write(&path, &bad).unwrap();
+        let damaged = MainIndex::open(&path).unwrap();
+        damaged.keep_in_ram(&part);
+        assert_eq!(damaged.resident_bytes(), 0);
+        let mut ids = Vec::new();
+        assert!(matches!(damaged.lookup(0, &mut ids), Err(Error::Corrupt { .. })));
     }
 
     /// Pages and overflow whose checksums hold but whose entries are out of order (a file
