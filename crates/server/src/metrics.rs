@@ -170,6 +170,11 @@ fn encode_sqlite(figures: &SqliteFigures, enc: &mut DescriptorEncoder) -> Result
     metrics.extend([
         Gauge("shardlite_memory_budget_bytes", "RAM the store may hold (memory_budget_mib)", memory.plan.budget),
         Gauge(
+            "shardlite_memory_mapped_files_limit_bytes",
+            "The budget's part set aside for the process's mapped files: executable, WAL-indexes",
+            memory.plan.mapped_files,
+        ),
+        Gauge(
             "shardlite_memory_index_pages_limit_bytes",
             "The budget's part for index files' pages held in RAM",
             memory.plan.index_pages,

@@ -1,5 +1,5 @@
 //! The memory budget (docs/design.md, "Resource bounds"): `shardlite serve` on 256 partitions
-//! with `--memory-budget-mib 80`, inside a memory group of the budget + 64 MiB (page cache
+//! with `--memory-budget-mib 96`, inside a memory group of the budget + 64 MiB (page cache
 //! included), under concurrent GETs of existing keys and PUTs of new keys with 1 KiB values for
 //! a few seconds: never killed, its resident memory (sampled every 20 ms) within the budget,
 //! `/stats` and `/metrics` showing the budget and its parts. And without `--memory-budget-mib`
@@ -21,7 +21,7 @@ use common::{Server, EXE};
 use reqwest::StatusCode;
 use shardlite_proc::cgroup::MemoryGroup;
 
-const BUDGET_MIB: u64 = 80;
+const BUDGET_MIB: u64 = 96;
 const LOAD_FOR: Duration = Duration::from_secs(4);
 const KEYS_BEFORE: u64 = 4_000;
 const TASKS: u64 = 16;
@@ -103,6 +103,9 @@ async fn a_256_partition_server_under_load_stays_up_within_its_budget() {
     assert_eq!(plan["source"], "configured");
     let metrics = http.get(server.at("/metrics")).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains(&format!("shardlite_memory_budget_bytes {}", BUDGET_MIB << 20)), "{metrics}");
+    let mapped = plan["mapped_files"].as_u64().unwrap();
+    assert!(mapped >= 256 * (32 << 10), "every partition's WAL-index is set aside: {plan}");
+    assert!(metrics.contains(&format!("shardlite_memory_mapped_files_limit_bytes {mapped}")), "{metrics}");
     let peak_mib = peak_kib.load(Ordering::Relaxed) >> 10;
     let writes = next_key.load(Ordering::Relaxed) - KEYS_BEFORE;
     println!("peak RSS {peak_mib} MiB of a {BUDGET_MIB} MiB budget; group peak {:?}; {writes} PUTs", group.peak());
