@@ -10,16 +10,23 @@ use std::{
     path::{Path, PathBuf},
     process::Command,
     str::FromStr,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use serde::Serialize;
 use shardlite_proc::{cgroup::MemoryGroup, evict_page_cache};
 
-use crate::device;
+use crate::{device, http::Target};
 
 /// How long the device is read at each concurrency.
 const CEILING_DURATION: Duration = Duration::from_secs(3);
+
+/// How often `ColdServer::settle` looks at the server's `/stats`.
+const SETTLE_POLL: Duration = Duration::from_secs(1);
+/// The longest `ColdServer::settle` waits.
+const SETTLE_LIMIT: Duration = Duration::from_secs(600);
+/// What a server with nothing to do reads between two looks, at most.
+const SETTLED_READ_BYTES: u64 = 1 << 20;
 
 /// The default limit is the data directory's bytes divided by this: the data is 8 times the
 /// memory, as a big data set on a real machine would be.
@@ -149,6 +156,26 @@ impl ColdServer {
         })
     }
 
+    /// Waits until the server has read its index files' pages into RAM, as a server does once
+    /// after it starts (measured meanwhile, the workloads would share the disk with that one-off
+    /// read): until, from one look at its `/stats` to the next, the pages held
+    /// (`store.memory.index_pages_bytes`) stay the same and the server read less than
+    /// [`SETTLED_READ_BYTES`]. Bounded by [`SETTLE_LIMIT`]; prints what it waited for.
+    pub async fn settle(&self, target: &Target) {
+        let started = Instant::now();
+        let mut last = None;
+        while started.elapsed() < SETTLE_LIMIT {
+            tokio::time::sleep(SETTLE_POLL).await;
+            let Some(now) = startup_reads(target).await else { break };
+            if last.is_some_and(|(held, read)| held == now.0 && now.1 < read + SETTLED_READ_BYTES) {
+                break;
+            }
+            last = Some(now);
+        }
+        let mib = last.map_or(0, |(held, _)| held) as f64 / f64::from(1 << 20);
+        eprintln!("cold: index pages held in RAM: {mib:.0} MiB after {:.1} s", started.elapsed().as_secs_f64());
+    }
+
     /// What a run at `connections` that read the disk `disk_reads_per_sec` times a second
     /// reports of this server.
     pub fn report(&self, connections: usize, disk_reads_per_sec: Option<f64>) -> ColdReport {
@@ -164,6 +191,15 @@ impl ColdServer {
             device_use_pct,
         }
     }
+}
+
+/// The server's index pages held in RAM and bytes read from storage so far (`/stats`);
+/// `None` without them.
+async fn startup_reads(target: &Target) -> Option<(u64, u64)> {
+    let (status, body) = target.get("/stats", SETTLE_POLL).await.ok()?;
+    let stats: serde_json::Value = serde_json::from_slice(&body).ok().filter(|_| status == 200)?;
+    let held = stats.get("store")?.get("memory")?.get("index_pages_bytes")?.as_u64()?;
+    Some((held, stats.get("process")?.get("read_bytes")?.as_u64()?))
 }
 
 /// The device's ceiling at `threads`, printed; `None` (and why) if it cannot be measured.

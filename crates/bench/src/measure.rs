@@ -151,6 +151,9 @@ pub async fn spawned(
         },
     };
     let target = Target::resolve(&server.url).await?;
+    if let Some(cold) = &cold {
+        cold.settle(&target).await;
+    }
     let info = ServerInfo {
         url: server.url.clone(),
         spawned: true,
