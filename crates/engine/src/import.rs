@@ -262,11 +262,11 @@ impl Importer {
         let run = match &mut self.runs[(p * self.staged.subruns() + s) as usize] {
             Some(run) => run,
             slot => {
-                let file = File::create(path()).map_err(|e| Error::io(&path(), &e))?;
+                let file = File::create(path()).map_err(|e| Error::io(path(), &e))?;
                 slot.insert(BufWriter::with_capacity(64 << 10, file))
             }
         };
-        write_record(run, key, value, counter, origin).map_err(|e| Error::io(&path(), &e))?;
+        write_record(run, key, value, counter, origin).map_err(|e| Error::io(path(), &e))?;
         self.records += 1;
         Ok(())
     }

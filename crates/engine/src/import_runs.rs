@@ -284,7 +284,7 @@ mod tests {
         assert_eq!(cut(&[5], 10).unwrap(), vec![runs(0..1)]);
         assert_eq!(cut(&[25], 10).unwrap(), vec![piece(0, 0, 3), piece(0, 1, 3), piece(0, 2, 3)]);
         assert_eq!(cut(&[4, 4, 4, 0, 4], 10).unwrap(), vec![runs(0..2), runs(2..5)]);
-        assert_eq!(cut(&[4, 15, 0, 3], 10).unwrap(), vec![runs(0..1), piece(1, 0, 2), piece(1, 1, 2), runs(2..4)]);
+        assert_eq!(cut(&[4, 15, 0, 3], 10).unwrap(), vec![runs(0..1), piece(1, 0, 2), piece(1, 1, 2), runs(3..4)]);
         assert_eq!(cut(&[0, 0], 10).unwrap(), vec![]);
     }
 
