@@ -151,7 +151,7 @@ pub fn load(
     }
     let append_seconds = started.elapsed().as_secs_f64();
     let finishing = Instant::now();
-    parallel(parts.len(), |p| finish_part(&mut parts[p].lock().unwrap_or_else(|e| e.into_inner())))?;
+    parallel(THREADS, parts.len(), |p| finish_part(&mut parts[p].lock().unwrap_or_else(|e| e.into_inner())))?;
     let appended = appended.into_inner();
     let records = parts.iter().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()).records).sum();
     Ok(LoadSummary {
@@ -280,7 +280,7 @@ fn generate_chunk(
 /// Appends each partition's share of a chunk in one transaction; returns the records appended.
 fn commit_chunk(parts: &[Mutex<Part>], chunk: &Chunk, chunk_end: u64, dataset: Dataset) -> Result<u64> {
     let appended = AtomicU64::new(0);
-    parallel(parts.len(), |p| {
+    parallel(THREADS, parts.len(), |p| {
         let mut part = parts[p].lock().unwrap_or_else(|e| e.into_inner());
         let shares = chunk.iter().map(|thread| &thread[p]);
         let n = append(&mut part, shares, chunk_end, dataset)?;
@@ -354,12 +354,12 @@ fn finish_part(part: &mut Part) -> Result<()> {
     sql::checkpoint_truncate(&part.conn)
 }
 
-/// Runs `f(0..n)` on [`THREADS`] threads; the first error wins.
-pub(crate) fn parallel(n: usize, f: impl Fn(usize) -> Result<()> + Sync) -> Result<()> {
+/// Runs `f(0..n)` on `threads` threads; the first error wins.
+pub(crate) fn parallel(threads: usize, n: usize, f: impl Fn(usize) -> Result<()> + Sync) -> Result<()> {
     let next = AtomicUsize::new(0);
     let failure = Mutex::new(None);
     std::thread::scope(|s| {
-        for _ in 0..THREADS.min(n) {
+        for _ in 0..threads.min(n) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= n || failure.lock().map(|f| f.is_some()).unwrap_or(true) {

@@ -34,7 +34,7 @@
 use std::{
     collections::HashMap,
     fs::{self, File},
-    io::{BufWriter, Read, Write},
+    io::{BufWriter, Write},
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicU64, Ordering},
@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     bulk::{bulk_config, open_manifest, parallel},
     dirlock::DirLock,
+    import_runs::{record_at, run_records, write_record, RunRecord, Runs},
     index::entry,
     layout::{self, Layout},
     manifest::Manifest,
@@ -133,6 +134,21 @@ struct Plan {
     /// transaction a partition, which [`resume`] redoes whole).
     #[serde(default)]
     bucket_bytes: u64,
+    /// Sub-runs each partition's share was staged in (1, in plans written before sub-runs:
+    /// `pNNNN.run` alone).
+    #[serde(default = "one")]
+    subruns: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Plan {
+    /// The runs the import was staged in.
+    fn runs(&self, manifest: &Manifest) -> Runs {
+        Runs::new(manifest.hasher(), self.subruns)
+    }
 }
 
 /// The name of the `meta` row saying which import a partition has applied.
@@ -141,9 +157,6 @@ const IMPORT_ID: &str = "import_id";
 const IMPORT_PARTIAL: &str = "import_partial";
 /// The name of the `meta` row counting the buckets of `import_partial` applied.
 const IMPORT_BUCKETS: &str = "import_buckets";
-/// Bytes before a staged record's key: key length u16, value length u32, counter u64 (0:
-/// none), source u32, position u64; all little-endian.
-const RUN_HEADER: usize = 2 + 4 + 8 + 4 + 8;
 
 /// An import being staged: records are hashed to their partitions and appended to run files;
 /// nothing in the directory changes until [`Importer::apply`]. Dropped without `apply`, it
@@ -152,8 +165,10 @@ pub struct Importer {
     layout: Layout,
     config: Config,
     create: CreateOptions,
-    hasher: KeyHasher,
+    /// Where each record is staged.
+    staged: Runs,
     sources: Vec<Source>,
+    /// The sub-runs' writers, partition-major.
     runs: Vec<Option<BufWriter<File>>>,
     records: u64,
     /// [`bucket_bytes`] of this import.
@@ -182,10 +197,11 @@ impl Importer {
             (Manifest::new(create), created)
         };
         let bucket_bytes = bucket_bytes(config, manifest.partitions)?;
+        let staged = Runs::new(manifest.hasher(), Runs::subruns_for(manifest.partitions));
         let mut importer = Self {
             bucket_bytes,
-            hasher: manifest.hasher(),
-            runs: (0..manifest.partitions).map(|_| None).collect(),
+            staged,
+            runs: (0..manifest.partitions * staged.subruns()).map(|_| None).collect(),
             layout,
             config: config.clone(),
             create: *create,
@@ -241,23 +257,16 @@ impl Importer {
     /// Stages one record (checked by [`Importer::validate`]).
     pub fn add(&mut self, key: &[u8], value: &[u8], counter: Option<u64>, origin: Origin) -> Result<()> {
         self.validate(key, value, counter)?;
-        let p = self.hasher.locate(key).partition;
-        let run = match &mut self.runs[p as usize] {
+        let (p, s) = self.staged.locate(key);
+        let path = || self.staged.path(&self.layout.import_staging_tmp(), p, s);
+        let run = match &mut self.runs[(p * self.staged.subruns() + s) as usize] {
             Some(run) => run,
             slot => {
-                let path = Layout::import_run(&self.layout.import_staging_tmp(), p);
-                let file = File::create(&path).map_err(|e| Error::io(&path, &e))?;
-                slot.insert(BufWriter::with_capacity(128 << 10, file))
+                let file = File::create(path()).map_err(|e| Error::io(path(), &e))?;
+                slot.insert(BufWriter::with_capacity(64 << 10, file))
             }
         };
-        let mut header = [0u8; RUN_HEADER];
-        header[0..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
-        header[2..6].copy_from_slice(&(value.len() as u32).to_le_bytes());
-        header[6..14].copy_from_slice(&counter.unwrap_or(0).to_le_bytes());
-        header[14..18].copy_from_slice(&origin.source.to_le_bytes());
-        header[18..26].copy_from_slice(&origin.position.to_le_bytes());
-        let written = run.write_all(&header).and_then(|()| run.write_all(key)).and_then(|()| run.write_all(value));
-        written.map_err(|e| Error::io(Layout::import_run(&self.layout.import_staging_tmp(), p), &e))?;
+        write_record(run, key, value, counter, origin).map_err(|e| Error::io(path(), &e))?;
         self.records += 1;
         Ok(())
     }
@@ -273,9 +282,10 @@ impl Importer {
     pub fn apply(mut self, policy: OnDuplicate, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<ImportSummary> {
         let parse_seconds = self.started.elapsed().as_secs_f64();
         let tmp = self.layout.import_staging_tmp();
-        for (p, run) in self.runs.iter_mut().enumerate() {
+        let subruns = self.staged.subruns();
+        for (q, run) in (0u32..).zip(self.runs.iter_mut()) {
             if let Some(mut run) = run.take() {
-                let path = Layout::import_run(&tmp, p as u32);
+                let path = self.staged.path(&tmp, q / subruns, q % subruns);
                 let synced = run.flush().and_then(|()| run.get_ref().sync_all());
                 synced.map_err(|e| Error::io(&path, &e))?;
             }
@@ -286,6 +296,7 @@ impl Importer {
             records: self.records,
             sources: std::mem::take(&mut self.sources),
             bucket_bytes: self.bucket_bytes,
+            subruns,
         };
         let text = toml::to_string(&plan).map_err(|e| Error::Import(e.to_string()))?;
         layout::replace_file(&Layout::import_plan(&tmp), |f| f.write_all(text.as_bytes()))?;
@@ -296,10 +307,10 @@ impl Importer {
         if policy == OnDuplicate::Error {
             // Every partition is checked, so the error names the first duplicate of the input.
             let found = Mutex::new(Vec::new());
-            parallel(parts.len(), |p| {
+            parallel(APPLY_THREADS, parts.len(), |p| {
                 let part = lock(&parts[p]);
-                for_each_bucket(&tmp, p as u32, &manifest.hasher(), plan.bucket_bytes, 0, |_, _, buf| {
-                    if let Err(duplicate) = resolve(&part, &manifest, buf, &plan)? {
+                self.staged.for_each_bucket(&tmp, p as u32, plan.bucket_bytes, 0, |_, _, buf| {
+                    if let Err(duplicate) = resolve(&buf, plan.policy, &mut lookup(&part, &manifest))? {
                         found.lock().unwrap_or_else(|e| e.into_inner()).push(duplicate);
                     }
                     Ok(())
@@ -399,13 +410,13 @@ fn apply_staged(
         0 => u64::MAX,
         bytes => bytes,
     };
-    let total: u64 = (0..parts.len() as u32).map(|p| run_bytes(&Layout::import_run(&staging, p))).sum();
+    let runs = plan.runs(manifest);
+    let total: u64 = (0..parts.len() as u32).map(|p| runs.share_bytes(&staging, p)).sum();
     let counts = Mutex::new(Counts::default());
     let (done, applied) = (AtomicU64::new(0), AtomicU64::new(0));
-    parallel(parts.len(), |p| {
+    parallel(APPLY_THREADS, parts.len(), |p| {
         let mut part = lock(&parts[p]);
-        let run = Layout::import_run(&staging, p as u32);
-        let bytes = run_bytes(&run);
+        let bytes = runs.share_bytes(&staging, p as u32);
         if bytes > 0 && sql::meta_value(&part.conn, IMPORT_ID)? != Some(plan.id) {
             let share = apply_share(&mut part, layout, manifest, plan, bucket, &bulk, &|b, buckets| {
                 progress(done.load(Ordering::Relaxed) + bytes * u64::from(b) / u64::from(buckets), total);
@@ -456,15 +467,47 @@ fn apply_share(
         counts.rebuilt = 1;
     }
     let mut entries = Vec::new();
-    for_each_bucket(&staging, part.id, &manifest.hasher(), bucket, applied, |b, buckets, buf| {
-        counts.add(&write_bucket(part, manifest, buf, plan, (b + 1, buckets), &mut entries)?);
+    let runs = plan.runs(manifest);
+    let mut write = |part: &mut Part, ready: Ready| -> Result<()> {
+        let (b, buckets) = (ready.bucket, ready.buckets);
+        counts.add(&write_bucket(part, manifest, ready, plan, &mut entries)?);
         if b + 1 < buckets && part.build.is_none() {
             // Each bucket's pages leave the WAL before the next: it never holds the whole share.
             sql::checkpoint_truncate(&part.conn)?;
         }
         bucket_done(b + 1, buckets);
         Ok(())
-    })?;
+    };
+    if part.build.is_some() {
+        // Nothing to look up in a partition built anew: each bucket is read and resolved on a
+        // thread of its own while the one before it is written (handed over, not queued: two
+        // buckets in memory at most). A share staged in many sub-runs (few partitions, so few
+        // threads busy) is cut finer, in groups of sub-runs, so that this overlaps; the cut
+        // depends on the share alone, so a resume cuts it alike.
+        let bucket = match runs.subruns() >= PIPELINED_SUBRUNS {
+            true => bucket.min(runs.share_bytes(&staging, part.id).div_ceil(PIPELINED_BUCKETS).max(1 << 20)),
+            false => bucket,
+        };
+        let (ready, written) = std::sync::mpsc::sync_channel::<Ready>(0);
+        std::thread::scope(|scope| {
+            let (staging, id) = (&staging, part.id);
+            let reader = scope.spawn(move || {
+                runs.for_each_bucket(staging, id, bucket, applied, |b, buckets, buf| {
+                    let resolved = Ready::resolve(buf, (b, buckets), plan, &mut |_| Ok(None))?;
+                    ready.send(resolved).map_err(|_| Error::Import("the import stopped".to_owned()))
+                })
+            });
+            let wrote = written.iter().try_for_each(|bucket| write(part, bucket));
+            drop(written); // a reader still sending stops
+            let read = reader.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            wrote.and(read)
+        })?;
+    } else {
+        runs.for_each_bucket(&staging, part.id, bucket, applied, |b, buckets, buf| {
+            let resolved = Ready::resolve(buf, (b, buckets), plan, &mut lookup(part, manifest))?;
+            write(part, resolved)
+        })?;
+    }
     if let Some(build) = part.build.take() {
         build.install(&mut part.conn, layout, bulk)?;
     }
@@ -477,76 +520,25 @@ fn apply_share(
     Ok(counts)
 }
 
+/// Threads applying partitions: twice the loader's. Each partition's apply waits on the disk
+/// (fsyncs of its files and its directory, file creations: several per partition), and the
+/// other threads' inserts fill those waits, so both cores stay busy.
+const APPLY_THREADS: usize = 2 * crate::bulk::THREADS;
+
+/// Buckets a share built anew is cut into at least (if each is 1 MiB or more), so that reading
+/// and resolving the next runs beside the writing of the one before for most of the share.
+const PIPELINED_BUCKETS: u64 = 8;
+/// Sub-runs a share needs to be cut into [`PIPELINED_BUCKETS`] without splitting any.
+const PIPELINED_SUBRUNS: u32 = 4 * PIPELINED_BUCKETS as u32;
+
 /// Bytes of a partition's share applied in one transaction at most: a quarter of the memory
-/// budget over the import's threads (a bucket's records, its map of keys and its index entries
-/// are held at once), at least 1 MiB.
+/// budget over the buckets held at once (a bucket's records, its map of keys and its index
+/// entries; two for each applying thread, one written while the next is read, and never more
+/// threads than partitions), at least 1 MiB.
 pub fn bucket_bytes(config: &Config, partitions: u32) -> Result<u64> {
     let budget = crate::memory::MemoryPlan::new(config, partitions)?.budget;
-    Ok((budget / 4 / crate::bulk::THREADS as u64).max(1 << 20))
-}
-
-/// Calls `f(b, buckets, records)` with the staged records of partition `p`'s buckets from
-/// `skip` on, in bucket order: the whole run as one bucket if it is at most `bucket` bytes,
-/// else the run split by a hash of the key into buckets of about that size (scratch files in
-/// `staging`, each removed once applied). Nothing if the partition got no records.
-fn for_each_bucket(
-    staging: &Path,
-    p: u32,
-    hasher: &KeyHasher,
-    bucket: u64,
-    skip: u32,
-    mut f: impl FnMut(u32, u32, &[u8]) -> Result<()>,
-) -> Result<()> {
-    let run = Layout::import_run(staging, p);
-    let bytes = run_bytes(&run);
-    if bytes == 0 {
-        return Ok(());
-    }
-    let buckets =
-        u32::try_from(bytes.div_ceil(bucket)).map_err(|_| Error::Import("a staged run is too large".into()))?;
-    if buckets == 1 {
-        return f(0, 1, &read_run(&run)?);
-    }
-    split_run(&run, staging, p, hasher, buckets)?;
-    for b in 0..buckets {
-        let path = Layout::import_bucket(staging, p, b);
-        if b >= skip {
-            f(b, buckets, &read_run(&path)?)?;
-        }
-        fs::remove_file(&path).map_err(|e| Error::io(&path, &e))?;
-    }
-    Ok(())
-}
-
-/// Splits a run into `buckets` files by a hash of each record's key, in one sequential pass.
-fn split_run(run: &Path, staging: &Path, p: u32, hasher: &KeyHasher, buckets: u32) -> Result<()> {
-    let mut input = std::io::BufReader::with_capacity(1 << 20, File::open(run).map_err(|e| Error::io(run, &e))?);
-    let mut outputs = (0..buckets)
-        .map(|b| {
-            let path = Layout::import_bucket(staging, p, b);
-            File::create(&path).map(|f| BufWriter::with_capacity(256 << 10, f)).map_err(|e| Error::io(&path, &e))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut header = [0u8; RUN_HEADER];
-    let mut body = Vec::new();
-    loop {
-        match input.read_exact(&mut header) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(Error::io(run, &e)),
-        }
-        let klen = u16::from_le_bytes([header[0], header[1]]) as usize;
-        let vlen = u32::from_le_bytes([header[2], header[3], header[4], header[5]]) as usize;
-        body.resize(klen + vlen, 0);
-        input.read_exact(&mut body).map_err(|e| Error::io(run, &e))?;
-        let b = hasher.locate(&body[..klen]).fingerprint % buckets;
-        let out = &mut outputs[b as usize];
-        out.write_all(&header).and_then(|()| out.write_all(&body)).map_err(|e| Error::io(run, &e))?;
-    }
-    for out in &mut outputs {
-        out.flush().map_err(|e| Error::io(run, &e))?;
-    }
-    Ok(())
+    let held = 2 * APPLY_THREADS.min(partitions as usize) as u64;
+    Ok((budget / 4 / held).max(1 << 20))
 }
 
 /// How a partition's share of the import changes it.
@@ -569,51 +561,71 @@ impl Counts {
     }
 }
 
-/// The writes a partition's share comes to: each key's final state.
-struct Resolution<'a> {
-    writes: Vec<KeyWrite<'a>>,
+/// The writes a bucket of a partition's share comes to: each key's final state.
+struct Resolution {
+    writes: Vec<KeyWrite>,
     counts: Counts,
 }
 
 /// A key the import writes: its final state.
-struct KeyWrite<'a> {
+struct KeyWrite {
     /// Its id if it was present before the import (an update), else `None` (an insert).
     present: Option<u32>,
     counter: u64,
-    key: &'a [u8],
-    value: &'a [u8],
-    /// The input order of the record that set it (inserts get ids in this order).
-    order: usize,
+    /// The offsets in the bucket's bytes of the record that first named the key and of the one
+    /// that set its value.
+    key_at: usize,
+    value_at: usize,
+    /// Where in the input the record that set it was (inserts get ids in this order).
+    order: (u32, u64),
 }
 
-/// A staged record.
-struct RunRecord<'a> {
-    key: &'a [u8],
-    value: &'a [u8],
-    counter: Option<u64>,
-    origin: Origin,
+/// A bucket read and resolved, ready to be written.
+struct Ready {
+    bucket: u32,
+    buckets: u32,
+    buf: Vec<u8>,
+    resolution: Resolution,
+}
+
+impl Ready {
+    /// Resolves bucket `bucket` of `buckets` (its records `buf`) under the plan's policy, with
+    /// `lookup` finding keys already in the partition; a duplicate under `error` refuses.
+    fn resolve(buf: Vec<u8>, (bucket, buckets): (u32, u32), plan: &Plan, lookup: &mut Lookup<'_>) -> Result<Self> {
+        let resolution = resolve(&buf, plan.policy, lookup)?.map_err(|d| d.error(&plan.sources))?;
+        Ok(Self { bucket, buckets, buf, resolution })
+    }
+}
+
+/// Finds a key in a partition: `(id, counter)` if present.
+type Lookup<'a> = dyn FnMut(&[u8]) -> Result<Option<(u32, u64)>> + 'a;
+
+/// [`find`] in `part`.
+fn lookup<'p>(part: &'p Part, manifest: &'p Manifest) -> impl FnMut(&[u8]) -> Result<Option<(u32, u64)>> + 'p {
+    let hasher = manifest.hasher();
+    let mut candidates = Vec::new();
+    move |key| find(part, manifest.index, &hasher, key, &mut candidates)
 }
 
 /// Writes a bucket of a partition's share in one transaction that also records how far the
-/// partition got (bucket `done` of `buckets`: the last one records the import's id); adds the
-/// index entries of the records it inserts to `entries`.
+/// partition got (the last bucket records the import's id); adds the index entries of the
+/// records it inserts to `entries`.
 fn write_bucket(
     part: &mut Part,
     manifest: &Manifest,
-    buf: &[u8],
+    ready: Ready,
     plan: &Plan,
-    (done, buckets): (u32, u32),
     entries: &mut Vec<u64>,
 ) -> Result<Counts> {
-    let Resolution { mut writes, counts } = resolve(part, manifest, buf, plan)?.map_err(|d| d.error(&plan.sources))?;
-    // In input order already unless a key was set again (then the sort has work to do).
-    writes.sort_unstable_by_key(|w| w.order);
+    let Ready { bucket, buckets, buf, resolution: Resolution { writes, counts } } = ready;
+    let done = bucket + 1;
     let hasher = manifest.hasher();
     let mut id = part.state.next_id;
     sql::begin(&part.conn, crate::TxMode::Immediate)?;
     let result = (|| {
         let mut insert = sql::Appender::new(&part.conn)?;
-        for &KeyWrite { present, counter, key, value, .. } in &writes {
+        for &KeyWrite { present, counter, key_at, value_at, .. } in &writes {
+            let (key, value) = (record_at(&buf, key_at)?.0.key, record_at(&buf, value_at)?.0.value);
             match present {
                 Some(id) => sql::update(&part.conn, id, counter, value)?,
                 None => {
@@ -642,53 +654,56 @@ fn write_bucket(
     Ok(counts)
 }
 
-/// Decides, in input order, what each record of a partition's share does under the plan's
-/// policy; under `error`, the partition's first duplicate instead.
-fn resolve<'a>(
-    part: &Part,
-    manifest: &Manifest,
-    buf: &'a [u8],
-    plan: &Plan,
-) -> Result<std::result::Result<Resolution<'a>, Duplicate>> {
-    let hasher = manifest.hasher();
-    /// A key's state as the input is read: the key, its present id and counter (0: absent),
-    /// its value and where it was last set.
-    struct Slot<'a> {
-        key: &'a [u8],
+/// Decides, in input order, what each record of a bucket does under `policy` (`lookup` finds
+/// the keys already in the partition); under `error`, the bucket's first duplicate instead.
+fn resolve(
+    buf: &[u8],
+    policy: OnDuplicate,
+    lookup: &mut Lookup<'_>,
+) -> Result<std::result::Result<Resolution, Duplicate>> {
+    /// A key's state as the input is read: where its key is, its present id and counter (0:
+    /// absent), where its value is and where it was last set.
+    struct Slot {
+        key_at: usize,
         present: Option<u32>,
         counter: u64,
-        write: Option<(&'a [u8], usize)>,
+        write: Option<usize>,
         set_by: Option<Origin>,
     }
     // Slots in the order their keys first appear, found through a map of the keys to their
     // place: a small map, and writes that come out in input order unless a key is set again.
     // Keys are the user's, so the map's hash is seeded (foldhash's `RandomState`), and sized
-    // for the whole share at once.
+    // for the whole bucket at once.
     let records = run_records(buf).count();
-    let mut slots: Vec<Slot<'a>> = Vec::with_capacity(records);
+    let mut slots: Vec<Slot> = Vec::with_capacity(records);
     let mut places: HashMap<&[u8], u32, foldhash::fast::RandomState> =
         HashMap::with_capacity_and_hasher(records, foldhash::fast::RandomState::default());
     let mut counts = Counts::default();
-    let mut candidates = Vec::new();
-    for (n, record) in run_records(buf).enumerate() {
-        let RunRecord { key, value, counter, origin } = record?;
+    let mut duplicate: Option<Duplicate> = None;
+    for record in run_records(buf) {
+        let RunRecord { key, counter, origin, at, .. } = record?;
         let place = match places.entry(key) {
             std::collections::hash_map::Entry::Occupied(place) => *place.get() as usize,
             std::collections::hash_map::Entry::Vacant(vacant) => {
-                let (present, counter) = match find(part, manifest.index, &hasher, key, &mut candidates)? {
+                let (present, counter) = match lookup(key)? {
                     Some((id, counter)) => (Some(id), counter),
                     None => (None, 0),
                 };
                 vacant.insert(slots.len() as u32);
-                slots.push(Slot { key, present, counter, write: None, set_by: None });
+                slots.push(Slot { key_at: at, present, counter, write: None, set_by: None });
                 slots.len() - 1
             }
         };
         let slot = &mut slots[place];
         let exists = slot.counter > 0;
-        match plan.policy {
+        match policy {
             OnDuplicate::Keep if exists => counts.kept += 1,
-            OnDuplicate::Error if exists => return Ok(Err(Duplicate { at: origin, first: slot.set_by })),
+            OnDuplicate::Error if exists => {
+                // Sub-runs grouped in one bucket are not in input order: the earliest counts.
+                if duplicate.as_ref().is_none_or(|d| origin.order() < d.at.order()) {
+                    duplicate = Some(Duplicate { at: origin, first: slot.set_by });
+                }
+            }
             _ => {
                 slot.counter = match exists {
                     true => (slot.counter + 1).max(counter.unwrap_or(0)),
@@ -697,24 +712,29 @@ fn resolve<'a>(
                 if exists {
                     counts.updated += 1;
                 }
-                slot.write = Some((value, n));
+                slot.write = Some(at);
                 slot.set_by = Some(origin);
             }
         }
     }
+    if let Some(duplicate) = duplicate {
+        return Ok(Err(duplicate));
+    }
     drop(places);
-    let writes: Vec<_> = slots
+    let mut writes: Vec<_> = slots
         .into_iter()
         .filter_map(|slot| {
-            slot.write.map(|(value, order)| KeyWrite {
+            Some(KeyWrite {
                 present: slot.present,
                 counter: slot.counter,
-                key: slot.key,
-                value,
-                order,
+                key_at: slot.key_at,
+                value_at: slot.write?,
+                order: slot.set_by?.order(),
             })
         })
         .collect();
+    // In input order already unless a key was set again or sub-runs were grouped.
+    writes.sort_unstable_by_key(|w| w.order);
     counts.inserted = writes.iter().filter(|w| w.present.is_none()).count() as u64;
     counts.buckets = 1;
     Ok(Ok(Resolution { writes, counts }))
@@ -780,51 +800,6 @@ pub fn render(sources: &[Source], at: Origin) -> String {
         Some(Source { name, unit }) => format!("{name}: {unit} {}", at.position),
         None => format!("input {}: position {}", at.source, at.position),
     }
-}
-
-/// The staged records of a run file.
-fn run_records(buf: &[u8]) -> impl Iterator<Item = Result<RunRecord<'_>>> {
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        if at == buf.len() {
-            return None;
-        }
-        let header = buf.get(at..at + RUN_HEADER)?;
-        let klen = u16::from_le_bytes([header[0], header[1]]) as usize;
-        let vlen = u32::from_le_bytes(header[2..6].try_into().ok()?) as usize;
-        let counter = u64::from_le_bytes(header[6..14].try_into().ok()?);
-        let source = u32::from_le_bytes(header[14..18].try_into().ok()?);
-        let position = u64::from_le_bytes(header[18..26].try_into().ok()?);
-        let body = at + RUN_HEADER;
-        let Some(key_value) = buf.get(body..body + klen + vlen) else {
-            at = buf.len();
-            return Some(Err(Error::Import("a staged run file is truncated".to_owned())));
-        };
-        at = body + klen + vlen;
-        let (key, value) = key_value.split_at(klen);
-        Some(Ok(RunRecord {
-            key,
-            value,
-            counter: (counter > 0).then_some(counter),
-            origin: Origin { source, position },
-        }))
-    })
-}
-
-/// A run file's size (0 if the partition got no records).
-fn run_bytes(path: &Path) -> u64 {
-    fs::metadata(path).map_or(0, |m| m.len())
-}
-
-/// A run file's bytes (empty if the partition got no records).
-fn read_run(path: &Path) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    match File::open(path) {
-        Ok(mut f) => f.read_to_end(&mut buf).map_err(|e| Error::io(path, &e))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => return Err(Error::io(path, &e)),
-    };
-    Ok(buf)
 }
 
 fn remove_dir_if_present(dir: &PathBuf) -> Result<()> {

@@ -130,6 +130,12 @@ impl Layout {
         staging.join(format!("p{p:04}.run"))
     }
 
+    /// Sub-run `s` of partition `p`'s records of the import staged in `staging` (a directory of
+    /// few partitions stages each share in several: crate::import_runs).
+    pub fn import_subrun(staging: &Path, p: u32, s: u32) -> PathBuf {
+        staging.join(format!("p{p:04}.s{s:04}.run"))
+    }
+
     /// Bucket `b` of partition `p`'s run, split off it to be applied on its own (scratch: made
     /// again from the run whenever needed).
     pub fn import_bucket(staging: &Path, p: u32, b: u32) -> PathBuf {

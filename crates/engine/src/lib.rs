@@ -30,6 +30,7 @@ pub mod config;
 pub mod dirlock;
 pub mod error;
 pub mod import;
+mod import_runs;
 pub mod index;
 pub mod keyhash;
 pub mod layout;
