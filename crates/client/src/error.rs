@@ -119,6 +119,10 @@ error_codes! {
     DiskFull = "disk_full",
     /// 507: a partition used all of its record ids.
     PartitionFull = "partition_full",
+    /// 409 or 502 (`POST /admin/move`): moving a partition failed; the map is unchanged.
+    MoveFailed = "move_failed",
+    /// 409 (`/admin/move`, `/admin/adopt`): a partition move cannot start here.
+    MoveRefused = "move_refused",
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -125,6 +125,10 @@ pub enum Error {
     /// import is pending.
     #[error("import refused: {0}")]
     Import(String),
+    /// Moving a partition between nodes was refused or failed: a damaged transfer, a
+    /// partition this node may not take (docs/cluster.md, "Moving a partition").
+    #[error("{0}")]
+    Move(String),
 }
 
 fn condition_failed(current: &Option<crate::Version>) -> String {

@@ -42,6 +42,7 @@ mod opening;
 pub mod ops;
 pub mod partition;
 pub mod store;
+pub mod transfer;
 
 pub use config::{Config, CreateOptions, IndexMode, JournalMode, Synchronous, TxMode};
 pub use error::{Error, Result};
@@ -52,7 +53,7 @@ pub use partition::{
     check::PartitionCheck,
     compact::{CompactReport, PartitionCompaction},
 };
-pub use store::{PartitionStats, Pending, PendingBatch, Scanned, Store, StoreStats};
+pub use store::{Adoption, PartitionStats, Pending, PendingBatch, Scanned, Store, StoreStats};
 
 /// Longest key accepted, bytes.
 pub const MAX_KEY_LEN: usize = 1024;

@@ -11,8 +11,10 @@
 
 mod backup;
 mod scan;
+mod transfer;
 
 pub use scan::Scanned;
+pub use transfer::Adoption;
 
 use std::{
     collections::BTreeMap,

@@ -115,8 +115,9 @@ pub struct KeyPage {
     pub next: Option<u64>,
 }
 
-/// One partition's records as a `bin` stream (`shardlite_engine::bin_format`), in chunks as
-/// they are read (see [`Backend::export`]).
+/// One partition's records as a stream, in chunks as they are read: a `bin` stream
+/// (`shardlite_engine::bin_format`, [`Backend::export`]) or a transfer for a move
+/// (`shardlite_engine::transfer`, [`Backend::send_partition`]).
 #[derive(Debug)]
 pub struct Export {
     /// The storage's partition count.
@@ -166,6 +167,31 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Box::pin(async move {
             Err(BackendError::NotImplemented(format!("the {} backend does not export partitions", self.name())))
         })
+    }
+
+    /// Every record of `partition` with its id and counter, and its `next_id`, from one
+    /// consistent snapshot, streamed as a transfer (`shardlite_engine::transfer`) for a move
+    /// to another node.
+    fn send_partition(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
+        let _ = partition;
+        Box::pin(async move { Err(self.no_moves()) })
+    }
+
+    /// Takes `partition` in from another node, from the `chunks` of its transfer stream, in
+    /// place of whatever it held; a stream that fails or is damaged leaves it empty. Resolves to
+    /// the records taken in.
+    fn adopt(
+        &self,
+        partition: u32,
+        chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    ) -> BoxFuture<'_, BackendResult<u64>> {
+        let _ = (partition, chunks);
+        Box::pin(async move { Err(self.no_moves()) })
+    }
+
+    /// What a backend that cannot move partitions answers.
+    fn no_moves(&self) -> BackendError {
+        BackendError::NotImplemented(format!("the {} backend does not move partitions between nodes", self.name()))
     }
 
     /// Checks every partition of a running store (`/admin/check`): what `shardlite check` does

@@ -35,6 +35,12 @@ pub enum Route {
     AdminCompact,
     /// `/cluster`: GET, HEAD; the cluster map this node follows; role "read".
     Cluster,
+    /// `/admin/move`: POST moves a partition this node owns to another node; role "admin".
+    AdminMove,
+    /// `/admin/move/records`: GET streams a partition for its move; role "admin".
+    AdminMoveRecords,
+    /// `/admin/adopt`: POST takes a partition in from its owner; role "admin".
+    AdminAdopt,
     /// Any other path: 404.
     Unknown,
 }
@@ -46,7 +52,7 @@ impl Route {
     /// Every route that serves a path ([`Route::Unknown`] aside): what the OpenAPI description
     /// must describe (its tests, `crate::openapi`, check that it does).
     #[cfg(test)]
-    pub const SERVED: [Route; 13] = [
+    pub const SERVED: [Route; 16] = [
         Route::Kv,
         Route::Batch,
         Route::Keys,
@@ -60,6 +66,9 @@ impl Route {
         Route::AdminCompact,
         Route::OpenApi,
         Route::Cluster,
+        Route::AdminMove,
+        Route::AdminMoveRecords,
+        Route::AdminAdopt,
     ];
 
     /// The route serving `path`.
@@ -77,6 +86,9 @@ impl Route {
             "/openapi.yaml" => Route::OpenApi,
             "/admin/compact" => Route::AdminCompact,
             "/cluster" => Route::Cluster,
+            "/admin/move" => Route::AdminMove,
+            "/admin/move/records" => Route::AdminMoveRecords,
+            "/admin/adopt" => Route::AdminAdopt,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
             _ => Route::Unknown,
         }
@@ -98,6 +110,9 @@ impl Route {
             Route::OpenApi => "/openapi.yaml",
             Route::AdminCompact => "/admin/compact",
             Route::Cluster => "/cluster",
+            Route::AdminMove => "/admin/move",
+            Route::AdminMoveRecords => "/admin/move/records",
+            Route::AdminAdopt => "/admin/adopt",
             Route::Unknown => "unknown",
         }
     }
@@ -112,7 +127,12 @@ impl Route {
             // Every record of a partition: what reads of each key would give. The map: where
             // each key is read.
             Route::Keys | Route::Export | Route::Cluster => Some(Role::Read),
-            Route::AdminCheck | Route::AdminBackup | Route::AdminCompact => Some(Role::Admin),
+            Route::AdminCheck
+            | Route::AdminBackup
+            | Route::AdminCompact
+            | Route::AdminMove
+            | Route::AdminMoveRecords
+            | Route::AdminAdopt => Some(Role::Admin),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::OpenApi | Route::Unknown => None,
         }
@@ -129,8 +149,10 @@ impl Route {
             Route::Kv => {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
-            Route::Batch | Route::AdminCompact => (*method == Method::POST, "POST"),
-            Route::Export | Route::AdminCheck => (*method == Method::GET, "GET"),
+            Route::Batch | Route::AdminCompact | Route::AdminMove | Route::AdminAdopt => {
+                (*method == Method::POST, "POST")
+            }
+            Route::Export | Route::AdminCheck | Route::AdminMoveRecords => (*method == Method::GET, "GET"),
             Route::AdminBackup => (matches!(*method, Method::GET | Method::HEAD | Method::POST), "GET, HEAD, POST"),
             Route::Healthz
             | Route::Readyz
@@ -202,6 +224,9 @@ mod tests {
         assert_eq!(Route::Readyz.role(&Method::GET), None);
         assert_eq!(Route::OpenApi.role(&Method::GET), None);
         assert_eq!(Route::Cluster.role(&Method::GET), Some(Role::Read));
+        assert_eq!(Route::AdminMove.role(&Method::POST), Some(Role::Admin));
+        assert_eq!(Route::AdminMoveRecords.role(&Method::GET), Some(Role::Admin));
+        assert_eq!(Route::AdminAdopt.role(&Method::POST), Some(Role::Admin));
         assert!(Route::Healthz.is_public() && Route::Readyz.is_public() && !Route::Unknown.is_public());
         assert!(Route::OpenApi.is_public());
     }
@@ -225,7 +250,10 @@ mod tests {
             | Route::AdminBackup
             | Route::AdminCompact
             | Route::OpenApi
-            | Route::Cluster => Route::SERVED.contains(&route),
+            | Route::Cluster
+            | Route::AdminMove
+            | Route::AdminMoveRecords
+            | Route::AdminAdopt => Route::SERVED.contains(&route),
             Route::Unknown => !Route::SERVED.contains(&route),
         };
         assert!(Route::SERVED.into_iter().chain([Route::Unknown]).all(listed));

@@ -58,6 +58,11 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
     if let (Some(roles), Some(role)) = (roles, route.role(req.method())) {
         auth::require(roles, role)?;
     }
+    // Held while the request runs: a move of its partition waits for it, or it for the move.
+    let _held = match &state.cluster {
+        Some(cluster) => cluster::route::hold_write(cluster, route, &req).await,
+        None => Vec::new(),
+    };
     if let Some(cluster) = &state.cluster {
         if let Some(owner) = cluster::route::owner_elsewhere(cluster, route, &req) {
             return cluster::route::answer(state, cluster, owner, req).await;
@@ -80,6 +85,9 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         Route::OpenApi => Ok(openapi::handle()),
         Route::AdminCompact => admin::compact(state).await,
         Route::Cluster => cluster::route::map(state),
+        Route::AdminMove => cluster::moving::run(state, req).await,
+        Route::AdminMoveRecords => cluster::moving::records(state, req.uri().query()).await,
+        Route::AdminAdopt => cluster::moving::adopt(state, req).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
 }

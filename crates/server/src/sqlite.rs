@@ -6,7 +6,8 @@ use std::{path::PathBuf, sync::Arc};
 
 use bytes::Bytes;
 use shardlite_engine::{
-    backup::BackupOptions, bin_format, CompactReport, Error as EngineError, Op, Outcome, PartitionCheck, Record, Store,
+    backup::BackupOptions, bin_format, Adoption, CompactReport, Error as EngineError, Op, Outcome, PartitionCheck,
+    Record, Store,
 };
 
 use crate::{
@@ -66,6 +67,25 @@ impl SqliteBackend {
     }
 }
 
+/// Takes partition `partition` in from the `chunks` of a transfer stream; on any failure the
+/// partition is emptied again. The records taken in.
+fn adopt(store: &Store, partition: u32, mut chunks: tokio::sync::mpsc::Receiver<Bytes>) -> Result<u64, EngineError> {
+    let mut adoption = store.adopt(partition)?;
+    let mut pull = || {
+        while let Some(piece) = chunks.blocking_recv() {
+            adoption.push(store, &piece)?;
+        }
+        Ok::<_, EngineError>(())
+    };
+    let taken = pull().and_then(|()| adoption.finish(store));
+    if taken.is_err() {
+        if let Err(err) = Adoption::abandon(store, partition) {
+            tracing::error!(partition, %err, "emptying a partition after a failed move failed");
+        }
+    }
+    taken
+}
+
 /// The store's partition count, if `partition` is one of them; else a `BadQuery` naming them.
 fn existing(store: &Store, partition: u32) -> BackendResult<u32> {
     let partitions = store.manifest().partitions;
@@ -108,6 +128,33 @@ impl Backend for SqliteBackend {
             let (sender, chunks) = tokio::sync::mpsc::channel(EXPORT_AHEAD);
             tokio::task::spawn_blocking(move || Self::stream_partition(&store, partition, &sender));
             Ok(Export { partitions, chunks })
+        })
+    }
+
+    fn send_partition(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            let partitions = existing(&store, partition)?;
+            let (sender, chunks) = tokio::sync::mpsc::channel(EXPORT_AHEAD);
+            tokio::task::spawn_blocking(move || {
+                let send = |piece: Vec<u8>| sender.blocking_send(Bytes::from(piece)).map_err(|_| EngineError::Closed);
+                match store.send_partition(partition, EXPORT_CHUNK, send) {
+                    Ok(()) | Err(EngineError::Closed) => {}
+                    Err(err) => tracing::warn!(partition, %err, "sending the partition for a move stopped"),
+                }
+            });
+            Ok(Export { partitions, chunks })
+        })
+    }
+
+    fn adopt(&self, partition: u32, chunks: tokio::sync::mpsc::Receiver<Bytes>) -> BoxFuture<'_, BackendResult<u64>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            existing(&store, partition)?;
+            tokio::task::spawn_blocking(move || adopt(&store, partition, chunks))
+                .await
+                .map_err(|e| BackendError::Internal(format!("taking the partition in failed: {e}")))?
+                .map_err(BackendError::from)
         })
     }
 

@@ -73,6 +73,18 @@ impl Backend for Starting {
         Box::pin(async move { self.opened()?.export(partition).await })
     }
 
+    fn send_partition(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
+        Box::pin(async move { self.opened()?.send_partition(partition).await })
+    }
+
+    fn adopt(
+        &self,
+        partition: u32,
+        chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    ) -> BoxFuture<'_, BackendResult<u64>> {
+        Box::pin(async move { self.opened()?.adopt(partition, chunks).await })
+    }
+
     fn check(&self) -> BoxFuture<'_, BackendResult<Vec<PartitionCheck>>> {
         Box::pin(async move { self.opened()?.check().await })
     }

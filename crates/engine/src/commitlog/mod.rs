@@ -184,6 +184,11 @@ impl CommitLog {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The position just past the last record appended.
+    pub fn end(&self) -> u64 {
+        self.lock().end
+    }
+
     /// Writer thread `writer` is about to append: segments at or after the log's end now are
     /// kept until it [`CommitLog::release`]s.
     pub fn hold(&self, writer: usize) {

@@ -335,6 +335,12 @@ pub fn scan_keys(conn: &Connection, after: u64, mut f: impl FnMut(u32, &[u8])) -
     Ok(())
 }
 
+/// Removes every record and tombstone of the partition (it is being replaced by a move).
+pub fn empty_records(conn: &Connection) -> Result<()> {
+    conn.execute_batch("DELETE FROM records; DELETE FROM tombstones")?;
+    Ok(())
+}
+
 /// Calls `f(id, key, counter, value)` for the records with an id above `after`, in id order,
 /// at most `limit` (values empty unless `values`), in one statement: one read transaction.
 pub fn scan_records(
@@ -479,6 +485,12 @@ pub fn set_meta_value(conn: &Connection, name: &str, value: i64) -> Result<()> {
 /// checkpoint, so the checkpoint's fsyncs make the load durable).
 pub fn set_synchronous(conn: &Connection, sync: Synchronous) -> Result<()> {
     conn.pragma_update(None, "synchronous", synchronous_word(sync))?;
+    Ok(())
+}
+
+/// Gives a partition's writer connection its usual `synchronous` again.
+pub fn set_writer_synchronous(conn: &Connection, config: &Config) -> Result<()> {
+    conn.pragma_update(None, "synchronous", writer_synchronous(config))?;
     Ok(())
 }
 

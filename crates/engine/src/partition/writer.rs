@@ -18,6 +18,8 @@
 //!                                                  \--(index passed merge threshold)--> maintenance
 //! ```
 
+mod adopt;
+
 use std::{
     collections::HashMap,
     panic::{catch_unwind, AssertUnwindSafe},
@@ -27,6 +29,8 @@ use std::{
 
 use crossbeam_channel::{Receiver, Sender};
 use rusqlite::Connection;
+
+pub use adopt::Adopt;
 
 use super::{check, compact, recovery::rebuild_index, snapshot, sql, Partition, WriterStart};
 use crate::{
@@ -96,6 +100,15 @@ pub enum Job {
         partition: u32,
         /// Where the answer goes.
         reply: oneshot::Sender<Result<compact::PartitionCompaction>>,
+    },
+    /// One step of taking the partition in from another node ([`Adopt`]).
+    Adopt {
+        /// The partition.
+        partition: u32,
+        /// The step.
+        step: Adopt,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<()>>,
     },
     /// Freeze the recent index now (a forced merge); answers whether anything was frozen.
     Freeze {
@@ -619,6 +632,15 @@ impl WriterThread {
                 let config = self.config.clone();
                 let writer = self.writer(partition);
                 let _ = reply.send(compact::run(&writer.partition, &writer.conn, &config));
+            }
+            Job::Adopt { partition, step, reply } => {
+                let (log, cache, config) = (self.log.clone(), self.cache.clone(), self.config.clone());
+                let checkpoints = self.checkpoints.clone();
+                let writer = self.writer(partition);
+                let adopted = writer.adopt(step, log.as_deref(), cache.as_deref(), &config);
+                // A partition taken in fills its WAL as writes would: checkpointed the same way.
+                checkpoints.want(&writer.partition, checkpointer::threshold(&config));
+                let _ = reply.send(adopted);
             }
             Job::Freeze { partition, reply } => {
                 let froze = self.writer(partition).partition.index.as_ref().is_some_and(|i| i.freeze_if(1));

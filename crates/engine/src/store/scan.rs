@@ -51,7 +51,7 @@ impl Store {
         })
     }
 
-    fn partition(&self, partition: u32) -> Result<&crate::partition::Partition> {
+    pub(super) fn partition(&self, partition: u32) -> Result<&crate::partition::Partition> {
         self.shared
             .partitions
             .get(partition as usize)

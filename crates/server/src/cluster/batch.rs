@@ -50,8 +50,10 @@ pub async fn run(
     bytes: &[u8],
     items: Vec<Result<Op, ApiError>>,
 ) -> Result<Vec<Answer>, ApiError> {
-    let view = cluster.view();
-    let hasher = view.map.hasher();
+    // Split after any move of its partitions is over, so that a moved partition's operations
+    // go to its new owner.
+    let hasher = cluster.view().map.hasher();
+    let _held = cluster.hold(items.iter().flatten().map(|op| hasher.locate(op.key()).partition)).await;
     let refuse = cluster.redirect || head.headers.contains_key(FORWARDED_BY);
     let mut answers: Vec<Option<Answer>> = (0..items.len()).map(|_| None).collect();
     let (mut here, mut here_slots, mut parts) = (Vec::new(), Vec::new(), BTreeMap::<String, Part>::new());

@@ -74,7 +74,7 @@ impl Forwarder {
     }
 
     /// The owner's answer to the request, its body still to come.
-    async fn send(
+    pub async fn send(
         &self,
         owner: &Owner,
         by: &str,

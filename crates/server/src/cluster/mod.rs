@@ -16,9 +16,12 @@
 pub(crate) mod batch;
 mod forward;
 pub mod map;
+pub(crate) mod moving;
 pub(crate) mod route;
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock as Gate};
 
 use hyper::header::HeaderName;
 
@@ -41,6 +44,25 @@ pub struct Cluster {
     view: RwLock<Arc<View>>,
     /// The pooled HTTP client that forwards requests to their owners.
     forwarder: forward::Forwarder,
+    /// One gate per partition: a write to the partition served here holds it shared while it
+    /// runs; a move holds it exclusively from the freeze to the flip, so writes wait (not
+    /// refused) and those under way finish first. tokio's lock queues new readers behind a
+    /// waiting writer, so a freeze is never starved by a stream of writes.
+    gates: Vec<Arc<Gate<()>>>,
+    /// How this node changes the map in etcd (set once the node has joined).
+    map_writer: OnceLock<Arc<dyn MapWriter>>,
+}
+
+/// Changes the cluster map where it is kept (etcd), for a move this node runs.
+pub trait MapWriter: Send + Sync + std::fmt::Debug {
+    /// Gives `partition` to node `to` in one transaction that fails if the map changed since it
+    /// was read or `from` no longer owns the partition; the view after it.
+    fn reassign<'a>(
+        &'a self,
+        partition: u32,
+        from: &'a str,
+        to: &'a str,
+    ) -> crate::backend::BoxFuture<'a, Result<View, String>>;
 }
 
 impl Cluster {
@@ -50,7 +72,15 @@ impl Cluster {
         if !view.addresses.contains_key(&node) {
             return Err(format!("node `{node}` is not in the cluster (its nodes: {})", node_list(&view)));
         }
-        Ok(Arc::new(Self { node, redirect, view: RwLock::new(Arc::new(view)), forwarder: forward::Forwarder::new() }))
+        let gates = (0..view.map.partitions).map(|_| Arc::new(Gate::new(()))).collect();
+        Ok(Arc::new(Self {
+            node,
+            redirect,
+            view: RwLock::new(Arc::new(view)),
+            forwarder: forward::Forwarder::new(),
+            gates,
+            map_writer: OnceLock::new(),
+        }))
     }
 
     /// This node's id.
@@ -81,6 +111,31 @@ impl Cluster {
         }
         *current = Arc::new(view);
         Ok(true)
+    }
+
+    /// Sets how this node changes the map (once; later calls are ignored).
+    pub fn set_map_writer(&self, writer: Arc<dyn MapWriter>) {
+        let _ = self.map_writer.set(writer);
+    }
+
+    /// Waits until no move holds any of `partitions` frozen; writes to them run while the
+    /// guards live.
+    async fn hold(&self, partitions: impl IntoIterator<Item = u32>) -> Vec<OwnedRwLockReadGuard<()>> {
+        let mut partitions: Vec<u32> = partitions.into_iter().filter(|&p| (p as usize) < self.gates.len()).collect();
+        // One order for every holder: a batch waiting on one gate holds none after it.
+        partitions.sort_unstable();
+        partitions.dedup();
+        let mut held = Vec::with_capacity(partitions.len());
+        for p in partitions {
+            held.push(Arc::clone(&self.gates[p as usize]).read_owned().await);
+        }
+        held
+    }
+
+    /// Freezes writes to `partition` here until the guard is dropped, once those under way
+    /// have finished.
+    async fn freeze(&self, partition: u32) -> OwnedRwLockWriteGuard<()> {
+        Arc::clone(&self.gates[partition as usize]).write_owned().await
     }
 
     /// Where `partition` is served: `None` here, else its owner.

@@ -6,7 +6,7 @@
 //! `/stats`, `/metrics` and the `/admin/*` routes report on or change this node's own data
 //! directory, which holds data only for the partitions it owns.
 
-use hyper::{body::Incoming, Request, StatusCode};
+use hyper::{body::Incoming, Method, Request, StatusCode};
 use serde::Serialize;
 
 use super::{Cluster, Owner, FORWARDED_BY};
@@ -30,6 +30,21 @@ pub fn owner_elsewhere(cluster: &Cluster, route: Route, req: &Request<Incoming>)
         _ => return None,
     };
     cluster.elsewhere(partition)
+}
+
+/// Waits while a move holds frozen the partition a write (`PUT` or `DELETE` of `/kv/{key}`)
+/// goes to, and holds it while the write runs: the guard to keep until it is answered.
+pub async fn hold_write(
+    cluster: &Cluster,
+    route: Route,
+    req: &Request<Incoming>,
+) -> Vec<tokio::sync::OwnedRwLockReadGuard<()>> {
+    if route != Route::Kv || matches!(*req.method(), Method::GET | Method::HEAD) {
+        return Vec::new();
+    }
+    let Ok(key) = parse_key(kv_key(req.uri().path())) else { return Vec::new() };
+    let partition = cluster.view().map.hasher().locate(&key).partition;
+    cluster.hold([partition]).await
 }
 
 /// The `partition=` of a query, if it is a number.

@@ -116,6 +116,27 @@ impl Etcd {
         Ok(())
     }
 
+    /// Gives `partition` to node `to` in one transaction on the map's revision as read here,
+    /// which fails if the map changed meanwhile; refused if `from` does not own it. The view
+    /// after it.
+    pub async fn reassign(&mut self, partition: u32, from: &str, to: &str) -> anyhow::Result<View> {
+        let map_key = self.key("map");
+        let read = self.client.get(map_key.as_str(), None).await.context("reading the cluster map from etcd")?;
+        let kv = read.kvs().first().context("no cluster map in etcd")?;
+        let mut map = ClusterMap::parse(kv.value_str()?).map_err(anyhow::Error::msg)?;
+        let owner = map.owners.get(partition as usize).context("no such partition in the cluster map")?;
+        anyhow::ensure!(owner == from, "node `{from}` does not own partition {partition} in etcd: `{owner}` does");
+        map.owners[partition as usize] = to.to_owned();
+        map.version += 1;
+        let put = TxnOp::put(map_key.as_str(), map.to_text().map_err(anyhow::Error::msg)?, None);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(map_key.as_str(), CompareOp::Equal, kv.mod_revision())])
+            .and_then([put]);
+        let done = self.client.txn(txn).await.context("changing the cluster map in etcd")?;
+        anyhow::ensure!(done.succeeded(), "the cluster map changed in etcd meanwhile (another move?)");
+        self.existing_view().await
+    }
+
     /// Grants a lease of `ttl` and attaches `node`'s liveness key (its `address`) to it.
     pub async fn register(&mut self, node: &str, address: &str, ttl: Duration) -> anyhow::Result<i64> {
         let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);

@@ -1,9 +1,10 @@
 //! `shardlite cluster`: the commands that make and show a cluster's map in etcd
 //! (docs/cluster.md). `init` creates it, `status` shows it with each node's liveness and
-//! records. The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are
+//! records, `move` gives a partition to another node. The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are
 //! [`etcd`]'s.
 
 pub mod etcd;
+mod moving;
 pub mod node;
 mod status;
 
@@ -30,6 +31,9 @@ enum ClusterCommand {
     Init(InitArgs),
     /// Show the map: each node, its address, whether it is alive, its partitions and records.
     Status(status::StatusArgs),
+    /// Move a partition to another node, its records with it, while writes go on (they wait
+    /// for the copy; the partition's owner runs the move).
+    Move(moving::MoveArgs),
 }
 
 /// `shardlite cluster init`.
@@ -57,6 +61,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
     match args.command {
         ClusterCommand::Init(args) => init(&args),
         ClusterCommand::Status(args) => status::run(&args),
+        ClusterCommand::Move(args) => moving::run(&args),
     }
 }
 

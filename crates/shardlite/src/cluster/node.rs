@@ -20,7 +20,10 @@ use std::{
 };
 
 use shardlite_engine::CreateOptions;
-use shardlite_server::cluster::Cluster;
+use shardlite_server::{
+    backend::BoxFuture,
+    cluster::{Cluster, MapWriter, View},
+};
 
 use super::etcd::{Etcd, EtcdOptions};
 
@@ -54,6 +57,7 @@ pub async fn join(settings: &NodeSettings) -> anyhow::Result<Joined> {
     let mut etcd = Etcd::connect(&settings.etcd).await?;
     let view = etcd.existing_view().await?;
     let cluster = Cluster::new(settings.node_id.clone(), settings.redirect, view).map_err(anyhow::Error::msg)?;
+    cluster.set_map_writer(Arc::new(EtcdMap(etcd.clone())));
     Ok(Joined { etcd, cluster })
 }
 
@@ -106,6 +110,23 @@ impl Membership {
         if let Err(err) = self.etcd.revoke(self.lease.load(Ordering::Relaxed)).await {
             tracing::warn!(%err, "leaving the cluster: the lease will expire by itself");
         }
+    }
+}
+
+/// The map in etcd, changed by the moves this node runs.
+#[derive(Clone)]
+struct EtcdMap(Etcd);
+
+impl std::fmt::Debug for EtcdMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EtcdMap")
+    }
+}
+
+impl MapWriter for EtcdMap {
+    fn reassign<'a>(&'a self, partition: u32, from: &'a str, to: &'a str) -> BoxFuture<'a, Result<View, String>> {
+        let mut etcd = self.0.clone();
+        Box::pin(async move { etcd.reassign(partition, from, to).await.map_err(|e| format!("{e:#}")) })
     }
 }
 

@@ -9,11 +9,13 @@
 //! - The map changing: a node refuses a data directory of another partition count; a running
 //!   node follows a new map version written by an etcd transaction, and a node stopped while
 //!   the map changed comes back on the new version.
+//! - Moving a partition (`moving`).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../common/mod.rs"]
 mod common;
 mod etcd;
+mod moving;
 
 use std::{collections::BTreeMap, process::Command, time::Duration};
 

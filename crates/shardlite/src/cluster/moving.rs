@@ -1,0 +1,77 @@
+//! `shardlite cluster move P NODE`: gives partition `P` to node `NODE`, its records with it,
+//! while clients go on writing (docs/cluster.md, "Moving a partition"). The partition's owner
+//! runs the move (`POST /admin/move` on it): this command finds the owner in the map and asks
+//! it, then prints what the owner reports: records and bytes moved, the time it took, how long
+//! writes to the partition were held, and the map version that names the new owner.
+
+use anyhow::Context;
+
+use super::{
+    etcd::{Etcd, EtcdOptions},
+    runtime,
+};
+use crate::stats;
+
+/// `shardlite cluster move`.
+#[derive(Debug, clap::Args)]
+pub struct MoveArgs {
+    /// The partition to move.
+    partition: u32,
+    /// The node to give it to (an id of the map).
+    node: String,
+    #[command(flatten)]
+    etcd: EtcdOptions,
+    /// One JSON document instead of the line of text.
+    #[arg(long)]
+    json: bool,
+    /// Bearer token for the nodes' admin routes (role "admin"); better in the variable.
+    #[arg(long, env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+}
+
+/// Runs `cluster move`.
+pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
+    let runtime = runtime()?;
+    let view = runtime.block_on(async { Etcd::connect(&args.etcd).await?.existing_view().await })?;
+    let (p, to) = (args.partition, &args.node);
+    anyhow::ensure!(
+        p < view.map.partitions,
+        "partition {p} does not exist: the cluster's partitions are 0..{}",
+        view.map.partitions
+    );
+    anyhow::ensure!(
+        view.addresses.contains_key(to),
+        "no node `{to}` in the cluster map (its nodes: {})",
+        view.addresses.keys().cloned().collect::<Vec<_>>().join(", ")
+    );
+    let owner = view.owner(p);
+    anyhow::ensure!(owner.node != *to, "partition {p} is on node `{to}` already");
+    let client = stats::client(None)?;
+    let url = format!("{}/admin/move?partition={p}&to={to}", owner.address);
+    let moved: serde_json::Value = runtime.block_on(async {
+        let mut request = client.post(&url);
+        if let Some(token) = &args.auth_token {
+            request = request.bearer_auth(token);
+        }
+        let answer = request.send().await.with_context(|| format!("asking node `{}` at {url}", owner.node))?;
+        let status = answer.status();
+        let body = answer.text().await?;
+        anyhow::ensure!(status.is_success(), "node `{}` did not move partition {p}: {status} {body}", owner.node);
+        serde_json::from_str(&body).with_context(|| format!("node `{}` answered {body}", owner.node))
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&moved)?);
+    } else {
+        let figure = |name: &str| moved[name].as_f64().unwrap_or_default();
+        println!(
+            "partition {p} moved from {} to {to}: {} records, {} bytes in {:.2} s; writes to it held {:.1} ms; map version {}",
+            owner.node,
+            moved["records"],
+            moved["bytes"],
+            figure("seconds"),
+            figure("write_pause_ms"),
+            moved["map_version"]
+        );
+    }
+    Ok(())
+}

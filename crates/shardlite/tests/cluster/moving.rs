@@ -1,0 +1,168 @@
+//! `shardlite cluster move` (docs/cluster.md, "Moving a partition"): a partition moved while a
+//! writer keeps writing to it through every node loses no acknowledged write, keeps each
+//! record's id and counter (so no version is handed out twice), passes `check` on its new
+//! owner, and the old owner forwards to it afterwards; a move that fails leaves the map and
+//! the writes as they were.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+};
+
+use super::*;
+
+/// The partition moved (n1's in the initial map).
+const MOVED: u32 = 0;
+
+/// Keys of partition [`MOVED`].
+fn keys_of_moved(nodes: &Nodes, count: usize) -> Vec<Vec<u8>> {
+    (0..).map(|i| format!("mv-{i}").into_bytes()).filter(|k| nodes.partition(k) == MOVED).take(count).collect()
+}
+
+/// `id.counter` of an entity tag `"epoch.id.counter"`: what the partition keeps across a move
+/// (the epoch is the serving directory's).
+fn id_counter(etag: &str) -> String {
+    etag.trim_matches('"').split_once('.').unwrap().1.to_owned()
+}
+
+/// `(id, counter)` of an entity tag.
+fn parse_id_counter(etag: &str) -> (u64, u64) {
+    let text = id_counter(etag);
+    let (id, counter) = text.split_once('.').unwrap();
+    (id.parse().unwrap(), counter.parse().unwrap())
+}
+
+/// Every acknowledged write of one key, in order: (value, entity tag).
+type Acked = BTreeMap<Vec<u8>, Vec<(String, String)>>;
+
+/// PUTs the keys round after round through n1, n2 and n3 in turn, one at a time, noting each
+/// acknowledged write; once told to `stop`, writes each key once more through each node. A
+/// refused write (421 from a node on the old map, 503) is not acknowledged, and not counted.
+async fn write_until(urls: Vec<String>, keys: Vec<Vec<u8>>, stop: Arc<AtomicBool>) -> Acked {
+    let http = client();
+    let mut acked = Acked::new();
+    let (mut n, mut after_stop) = (0usize, 0usize);
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            after_stop += 1;
+            if after_stop > urls.len() * keys.len() {
+                break;
+            }
+        }
+        let key = &keys[n % keys.len()];
+        let value = format!("value-{n}");
+        let url = format!("{}/kv/{}", urls[n % urls.len()], hex::encode(key));
+        n += 1;
+        let Ok(answer) = http.put(&url).body(value.clone()).send().await else { continue };
+        if answer.status().is_success() {
+            let etag = answer.headers()["etag"].to_str().unwrap().to_owned();
+            acked.entry(key.clone()).or_default().push((value, etag));
+        }
+    }
+    acked
+}
+
+/// A 3-member etcd and nodes n1, n2, n3 of the initial map, their data in `dir`.
+async fn three_nodes(bin: &std::path::Path, dir: &std::path::Path) -> (etcd::Etcd, Nodes) {
+    let etcd = etcd::Etcd::start(bin, dir).await;
+    let mut nodes = Nodes::init(&etcd, &["n1", "n2", "n3"], &[]);
+    for id in ["n1", "n2", "n3"] {
+        nodes.start(&etcd, id, dir, &[]).await;
+    }
+    (etcd, nodes)
+}
+
+/// Transactions committed to partition [`MOVED`] on `server`.
+async fn commits(server: &Server) -> u64 {
+    let stats = get_json(&server.at("/stats")).await;
+    stats["store"]["partitions"][MOVED as usize]["commits"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn a_partition_moves_under_writes_and_loses_nothing() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (etcd, nodes) = three_nodes(&bin, dir.path()).await;
+    let keys = keys_of_moved(&nodes, 40);
+    let urls: Vec<String> = ["n1", "n2", "n3"].iter().map(|id| nodes.server(id).url.clone()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(write_until(urls, keys.clone(), Arc::clone(&stop)));
+    // Let some writes land first, so the partition holds records of several counters.
+    while records(nodes.server("n1")).await[MOVED as usize] < keys.len() as u64 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let endpoints = etcd.endpoints.clone();
+    let out =
+        tokio::task::spawn_blocking(move || shardlite(&["cluster", "move", "0", "n3", "--etcd", &endpoints, "--json"]));
+    let out = out.await.unwrap();
+    assert!(out.status.success(), "cluster move: {}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary["from"].as_str(), summary["to"].as_str()), (Some("n1"), Some("n3")), "{summary}");
+    assert_eq!(summary["map_version"].as_u64(), Some(2));
+    assert!(summary["records"].as_u64().unwrap() >= keys.len() as u64, "{summary}");
+    assert!(summary["bytes"].as_u64().unwrap() > 0 && summary["write_pause_ms"].is_number(), "{summary}");
+
+    for id in ["n2", "n3"] {
+        wait_for_version(nodes.server(id), 2).await;
+    }
+    // The writer goes on through every node, the old owner included, after the move.
+    let before = commits(nodes.server("n1")).await;
+    stop.store(true, Ordering::Relaxed);
+    let acked = writer.await.unwrap();
+
+    // Every acknowledged write is on the new owner: the last value of each key, with the id and
+    // counter of its last acknowledged version; no version was acknowledged twice for a key.
+    let http = client();
+    for key in &keys {
+        let writes = &acked[key];
+        let (value, etag) = writes.last().unwrap();
+        let got = http.get(nodes.server("n3").kv(key)).send().await.unwrap();
+        assert_eq!(got.status(), 200);
+        assert_eq!(id_counter(got.headers()["etag"].to_str().unwrap()), id_counter(etag), "{key:?}");
+        assert_eq!(&got.text().await.unwrap(), value, "{key:?}");
+        let versions: Vec<(u64, u64)> = writes.iter().map(|(_, etag)| parse_id_counter(etag)).collect();
+        let increasing = versions.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 < w[1].1);
+        assert!(increasing, "a version was handed out twice for {key:?}: {writes:?}");
+    }
+    assert_eq!(records(nodes.server("n3")).await[MOVED as usize], keys.len() as u64);
+    assert_eq!(commits(nodes.server("n1")).await, before, "the old owner wrote nothing after the move");
+
+    // The moved partition passes the new owner's check.
+    let check = get_json(&nodes.server("n3").at("/admin/check")).await;
+    let report = &check["reports"][MOVED as usize];
+    assert_eq!((report["sqlite"].as_str(), &report["problems"]), (Some("ok"), &json!([])), "{report}");
+    assert_eq!((report["missing_entries"].as_u64(), report["extra_entries"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(report["records"].as_u64(), Some(keys.len() as u64));
+}
+
+#[tokio::test]
+async fn a_failed_move_leaves_the_map_and_the_writes_as_they_were() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (etcd, mut nodes) = three_nodes(&bin, dir.path()).await;
+    let keys = keys_of_moved(&nodes, 8);
+    let http = client();
+    for key in &keys {
+        assert_eq!(http.put(nodes.server("n2").kv(key)).body("before").send().await.unwrap().status(), 201);
+    }
+    nodes.servers.remove("n3").unwrap().stop();
+
+    let out = shardlite(&["cluster", "move", "0", "n3", "--etcd", &etcd.endpoints]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did not move partition 0") && stderr.contains("n3"), "{stderr}");
+    let refused = shardlite(&["cluster", "move", "0", "n1", "--etcd", &etcd.endpoints]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("on node `n1` already"));
+
+    let map = get_json(&nodes.server("n1").at("/cluster")).await;
+    assert_eq!((map["version"].as_u64(), map["owners"][0].as_str()), (Some(1), Some("n1")));
+    for key in &keys {
+        let put = http.put(nodes.server("n2").kv(key)).body("after").send().await.unwrap();
+        assert_eq!(put.status(), 200, "writes to the partition go on at its owner");
+    }
+    assert_eq!(records(nodes.server("n1")).await[MOVED as usize], keys.len() as u64);
+}
