@@ -36,7 +36,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 measure() {  # port connections -> "qps p50 p99 errors cpu_us_per_query"
   local before after
   before=$(($(cpu_ticks "$owner_pid") + $(cpu_ticks "$proxy_pid")))
-  "$bin" bench --url "http://127.0.0.1:$1" --records "$records" --workloads select --concurrency "$2" \
+  "$bin" bench --url "http://127.0.0.1:$1" --no-cluster-routing --records "$records" --workloads select --concurrency "$2" \
     --duration "$secs" --warmup "$warmup" --json >"$dir/run.json"
   after=$(($(cpu_ticks "$owner_pid") + $(cpu_ticks "$proxy_pid")))
   python3 - "$dir/run.json" "$((after - before))" "$(getconf CLK_TCK)" "$secs" "$warmup" <<'PY'

@@ -2,17 +2,20 @@
 //! arguments it is the README's demonstration: spawn a server on a temporary directory, load
 //! 200,000 DB-A records, run every workload for a few seconds, then `insert` against a second
 //! spawned server with `--index none`, and print the table. `--url` measures any server that
-//! speaks `GET/PUT /kv/{key}` instead. `shardlite bench matrix` ([`crate::matrix`]) runs the
+//! speaks `GET/PUT /kv/{key}` instead; when that server is a node of a cluster (`GET /cluster`
+//! answers a map), each request goes straight to its key's owner ([`crate::cluster`]), unless
+//! `--no-cluster-routing`. `shardlite bench matrix` ([`crate::matrix`]) runs the
 //! workloads under each SQLite configuration (and PostgreSQL) side by side.
 //!
 //! The flags become typed values at once: [`Measure`] (how every workload is measured) and
 //! [`Spawn`] (a server to start); everything after works on those ([`crate::measure`]).
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use shardlite_engine::{layout::Layout, CreateOptions, IndexMode};
 
 use crate::{
+    cluster::ClusterRoutes,
     cold::{self, ByteSize},
     cost::Local,
     http::Target,
@@ -34,6 +37,11 @@ pub struct BenchArgs {
     /// Measure this server (`http://host:port`, or `https://`) instead of spawning one.
     #[arg(long)]
     url: Option<String>,
+    /// With a --url that is a node of a cluster: send every request to that node (which forwards
+    /// what it does not own), rather than each straight to its key's owner by the map of
+    /// `GET /cluster`.
+    #[arg(long, requires = "url")]
+    no_cluster_routing: bool,
     /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
     #[arg(long, value_name = "FILE", requires = "url")]
     tls_ca: Option<PathBuf>,
@@ -193,7 +201,19 @@ async fn run_all(args: &BenchArgs) -> anyhow::Result<Report> {
             serve_args: Vec::new(),
         };
         let local = Local { data_dir, pid: args.pid, cold: None };
-        run_workloads(&measure, &target, &local, &server, &indexed, "", &mut runs).await?;
+        let routes = match args.no_cluster_routing {
+            true => None,
+            false => ClusterRoutes::discover(&target, args.tls_ca.as_deref()).await?.map(Arc::new),
+        };
+        if let Some(routes) = &routes {
+            let nodes: Vec<&str> = routes.nodes.iter().map(|(id, _)| id.as_str()).collect();
+            eprintln!(
+                "{url} is a node of a cluster (map version {}): each request goes to its owner among {}",
+                routes.version,
+                nodes.join(", ")
+            );
+        }
+        run_workloads(&measure, &target, routes.as_ref(), &local, &server, &indexed, "", &mut runs).await?;
     } else {
         let temp = tempfile::tempdir()?;
         let create = CreateOptions { partitions: Some(args.partitions), ..CreateOptions::default() };

@@ -1,9 +1,18 @@
 //! The HTTP side of the load generator: the [`Target`] (where the server is, over TLS for an
 //! `https://` URL) and one HTTP/1.1 keep-alive [`Conn`] on hyper's low-level client, whose connection future the caller's task
 //! drives itself (no extra task per connection, no pool: one request in flight per connection).
-//! Also the small GETs of the control path (`/stats`, `/metrics`) on a fresh connection each.
+//! Also the small GETs of the control path (`/stats`, `/metrics`) on a fresh connection each,
+//! and [`DrivenConn`]: a connection among several of one task (one per node of a cluster),
+//! driven only while its request is in flight.
 
-use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
+use std::{
+    future::{poll_fn, Future},
+    net::SocketAddr,
+    path::Path,
+    pin::{pin, Pin},
+    sync::Arc,
+    time::Duration,
+};
 
 use anyhow::Context;
 use bytes::Bytes;
@@ -134,6 +143,37 @@ impl Conn {
         // Read the body to the end: the connection is reusable only after it.
         let body = resp.into_body().collect().await?.to_bytes();
         Ok((status, body))
+    }
+}
+
+/// A keep-alive connection and its driver, which [`DrivenConn::send`] polls beside the request:
+/// a task can hold several (one per node of a cluster) without a task per connection.
+pub struct DrivenConn {
+    conn: Conn,
+    driver: http1::Connection<TokioIo<Stream>, Body>,
+    /// The driver finished: the server closed the connection, or it failed.
+    closed: bool,
+}
+
+impl DrivenConn {
+    /// Opens a keep-alive connection to `target`.
+    pub async fn open(target: &Target) -> anyhow::Result<Self> {
+        let (conn, driver) = target.connect().await?;
+        Ok(Self { conn, driver, closed: false })
+    }
+
+    /// Sends `req` and reads the whole answer, driving the connection meanwhile.
+    pub async fn send(&mut self, req: Request<Body>) -> anyhow::Result<(u16, Bytes)> {
+        let Self { conn, driver, closed } = self;
+        let mut exchange = pin!(conn.send(req));
+        poll_fn(|cx| {
+            // The driver first: what it reads this turn is what the exchange then finds.
+            if !*closed && Pin::new(&mut *driver).poll(cx).is_ready() {
+                *closed = true;
+            }
+            exchange.as_mut().poll(cx)
+        })
+        .await
     }
 }
 

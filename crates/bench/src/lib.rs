@@ -10,7 +10,8 @@
 //! - The HTTP load generator (`shardlite bench`, see `docs/bench.md`):
 //!   [`workload`] (what each request is: workloads, key choice, fresh insert keys),
 //!   [`schedule`] (when it is sent: the one `Schedule`, closed or open loop),
-//!   [`http`] (the hyper keep-alive connection), [`runner`] (one run: connections, warm-up,
+//!   [`http`] (the hyper keep-alive connection), [`cluster`] (`--url` of a cluster's node: each
+//!   key sent to its owner by the map of `GET /cluster`), [`runner`] (one run: connections, warm-up,
 //!   measured window), [`recorder`] (HDR histograms, errors by kind, per-second timeline),
 //!   [`cost`] (`/stats` and `/proc` sampled every second), [`report`] (the model, text and
 //!   JSON, and the JSON's published schema), [`server_process`] (`--spawn`),
@@ -19,6 +20,7 @@
 //!   limited in memory) and [`device`] (the disk's ceiling of random reads beside it). PostgreSQL's throwaway cluster is crate `shardlite-postgres`'s; what
 //!   a process, the machine and a disk cost (`/proc`) is read by crate `shardlite-proc`.
 
+pub mod cluster;
 pub mod cold;
 pub mod command;
 pub mod cost;

@@ -8,6 +8,7 @@ use anyhow::Context;
 use shardlite_engine::{layout::Layout, CreateOptions};
 
 use crate::{
+    cluster::ClusterRoutes,
     cold::{self, ColdServer},
     cost::{Local, ServerStats},
     html,
@@ -161,17 +162,20 @@ pub async fn spawned(
         serve_args: serve_args.clone(),
     };
     let local = Local { data_dir: Some(dir.to_owned()), pid: Some(server.pid()), cold };
-    let result = run_workloads(measure, &target, &local, &info, workloads, suffix, runs).await;
+    let result = run_workloads(measure, &target, None, &local, &info, workloads, suffix, runs).await;
     let stopped = server.stop();
     result?;
     stopped
 }
 
-/// Each workload at each concurrency against one server. Inserts of later runs continue where
-/// earlier ones stopped.
+/// Each workload at each concurrency against one server, or against the cluster `routes`
+/// describes (each request to its key's owner; `target` is one of its nodes). Inserts of later
+/// runs continue where earlier ones stopped.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_workloads(
     measure: &Measure,
     target: &Target,
+    routes: Option<&Arc<ClusterRoutes>>,
     local: &Local,
     server: &ServerInfo,
     workloads: &[Workload],
@@ -181,13 +185,20 @@ pub async fn run_workloads(
     let mut next_fresh = 0;
     for &workload in workloads {
         for &connections in &measure.concurrency {
-            let stats = ServerStats::fetch(target).await;
+            // A node's /stats counts only its own partitions' records.
+            let stats = match routes {
+                None => ServerStats::fetch(target).await,
+                Some(_) => None,
+            };
             let records = match (measure.records, stats) {
                 (Some(r), _) => r,
                 (None, Some(s)) => s.records,
-                (None, None) if workload.reads_existing() => {
-                    anyhow::bail!("{} has no /stats: give --records", server.url)
-                }
+                (None, None) if workload.reads_existing() => match routes {
+                    Some(_) => {
+                        anyhow::bail!("{} is a node of a cluster: give --records (the whole key space)", server.url)
+                    }
+                    None => anyhow::bail!("{} has no /stats: give --records", server.url),
+                },
                 (None, None) => 0,
             };
             if workload.reads_existing() {
@@ -221,11 +232,15 @@ pub async fn run_workloads(
                 measure.duration.as_secs_f64(),
                 measure.warmup.as_secs_f64()
             );
-            let result = runner::run(target, local, &opts, &fresh).await;
+            let result = runner::run(target, routes, local, &opts, &fresh).await;
             next_fresh = fresh.next();
             let mut run = RunReport::new(name, server.clone(), opts, &result, first_fresh, next_fresh);
             run.cold = local.cold.as_ref().map(|c| c.report(connections, run.cost.disk_reads_per_sec));
             eprintln!("{}", report::summary_line(&run));
+            for node in &run.nodes {
+                let share = 100.0 * node.direct as f64 / node.sent.max(1) as f64;
+                eprintln!("  node {}: {} requests, {} direct ({share:.1}%)", node.node, node.sent, node.direct);
+            }
             if let Some(line) = report::cold_line(&run) {
                 eprintln!("{line}");
             }

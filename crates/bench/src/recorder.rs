@@ -114,6 +114,10 @@ pub struct Recorder {
     pub late: u64,
     /// Open loop: requests due before the end that were never sent.
     pub unsent: u64,
+    /// Against a cluster: requests sent to each node (by its index in the map), warm-up included.
+    pub node_sent: Vec<u64>,
+    /// Against a cluster: of those, the ones the node answered 421 (not its partition).
+    pub node_misdirected: Vec<u64>,
 }
 
 impl Default for Recorder {
@@ -129,6 +133,8 @@ impl Default for Recorder {
             created_all: 0,
             late: 0,
             unsent: 0,
+            node_sent: Vec::new(),
+            node_misdirected: Vec::new(),
         }
     }
 }
@@ -182,6 +188,28 @@ impl Recorder {
         self.created_all += other.created_all;
         self.late += other.late;
         self.unsent += other.unsent;
+        add_counts(&mut self.node_sent, &other.node_sent);
+        add_counts(&mut self.node_misdirected, &other.node_misdirected);
+    }
+
+    /// Counts a request sent to node `node` of a cluster, and whether it was answered 421.
+    pub fn count_node(&mut self, node: usize, misdirected: bool) {
+        for (counts, add) in [(&mut self.node_sent, true), (&mut self.node_misdirected, misdirected)] {
+            if counts.len() <= node {
+                counts.resize(node + 1, 0);
+            }
+            counts[node] += u64::from(add);
+        }
+    }
+}
+
+/// Adds `other`'s counts to `mine`, index by index.
+fn add_counts(mine: &mut Vec<u64>, other: &[u64]) {
+    if mine.len() < other.len() {
+        mine.resize(other.len(), 0);
+    }
+    for (m, o) in mine.iter_mut().zip(other) {
+        *m += o;
     }
 }
 

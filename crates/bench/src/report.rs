@@ -151,6 +151,11 @@ pub struct RunReport {
     pub timeline: Vec<SecondReport>,
     /// `--cold`: the server's memory limit and use, and the device's ceiling; `None` otherwise.
     pub cold: Option<ColdReport>,
+    /// `--url` of a cluster's node: per node, the requests sent to it (warm-up included) and
+    /// how many it served as their partition's owner (the rest were answered 421). Empty for
+    /// one server.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<crate::cluster::NodeTally>,
 }
 
 /// One second of a run.
@@ -226,6 +231,7 @@ impl RunReport {
             timeline,
             options,
             cold: None,
+            nodes: result.nodes.clone(),
         }
     }
 }

@@ -42,6 +42,11 @@ impl Op {
         Self { kind: Kind::Delete, key: key.into(), condition: Condition::Always }
     }
 
+    /// The key the operation is for.
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
+
     /// Runs the operation only if `condition` holds, as the headers of a single write do (the
     /// server refuses conditions on a get, and [`Condition::Absent`] on a delete, with the
     /// operation's 400 `bad_condition`).

@@ -1,13 +1,14 @@
 //! [`ClientBuilder`]: a [`Client`]'s settings — the server's URL, the bearer token, timeouts,
-//! retries, the connection pool, TLS trust — each declared once, with its default; and the two
-//! ways to start one, [`Client::builder`] and [`Client::new`].
+//! retries, the connection pool, TLS trust, whether the URL is a cluster's node — each declared
+//! once, with its default; and the two ways to start one, [`Client::builder`] and [`Client::new`].
 
 use std::{sync::Arc, time::Duration};
 
 use rustls::pki_types::{pem::PemObject, CertificateDer};
 
 use crate::{
-    client::Client,
+    client::{Client, Servers},
+    cluster::Router,
     error::Error,
     retry::Retry,
     transport::{Setup, Transport},
@@ -26,6 +27,7 @@ pub struct ClientBuilder {
     idle_timeout: Duration,
     max_idle: usize,
     ca_pem: Vec<Vec<u8>>,
+    cluster: bool,
 }
 
 impl Client {
@@ -56,6 +58,7 @@ impl ClientBuilder {
             idle_timeout: Duration::from_secs(5),
             max_idle: usize::MAX,
             ca_pem: Vec::new(),
+            cluster: false,
         }
     }
 
@@ -111,10 +114,20 @@ impl ClientBuilder {
         self
     }
 
+    /// The URL is a node of a cluster (docs/cluster.md; default: one server). The client reads
+    /// the map from it (`GET /cluster`, at the first request), sends each key's request straight
+    /// to its partition's owner over a connection pool per node, splits a batch by owner, and
+    /// reads the map again when a node answers 421 `misdirected` (a partition moved). Each node
+    /// must accept the token.
+    pub fn cluster(mut self) -> Self {
+        self.cluster = true;
+        self
+    }
+
     /// The client.
     pub fn build(self) -> Result<Client, Error> {
         let tls = tls_config(&self.ca_pem)?;
-        let transport = Transport::new(Setup {
+        let setup = Setup {
             url: self.url,
             token: self.token,
             timeout: self.timeout,
@@ -122,8 +135,13 @@ impl ClientBuilder {
             idle_timeout: self.idle_timeout,
             max_idle: self.max_idle,
             tls,
-        })?;
-        Ok(Client::from_parts(transport, self.retry, self.cas_attempts))
+            routed: false,
+        };
+        let servers = match self.cluster {
+            true => Servers::Cluster(Box::new(Router::new(setup)?)),
+            false => Servers::One(Transport::new(setup)?),
+        };
+        Ok(Client::from_parts(servers, self.retry, self.cas_attempts))
     }
 }
 

@@ -66,15 +66,29 @@
 //! Modules: `client` (the operations), `cas` (compare-and-set), `batch` (`POST /batch`),
 //! `keys` (`GET /keys`), `etag` (tags, records, conditions), `error`, `retry` (what is retried
 //! and how long to wait), `transport` (one attempt), `pool` (the keep-alive connections, on
-//! hyper's `client::conn::http1`), `builder` (settings).
+//! hyper's `client::conn::http1`), `builder` (settings), `cluster` (a cluster's map: each
+//! request to its partition's owner) and `partition` (the key hash that names the partition).
+//!
+//! A cluster (docs/cluster.md): any node's URL and [`ClientBuilder::cluster`]; the same calls
+//! then go straight to each key's owner.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), shardlite_client::Error> {
+//! let client = shardlite_client::Client::builder("http://10.0.0.11:8080").cluster().build()?;
+//! client.put(b"user:1", "Ada").await?; // sent to the node owning the key's partition
+//! # Ok(())
+//! # }
+//! ```
 
 mod batch;
 mod builder;
 mod cas;
 mod client;
+mod cluster;
 mod error;
 mod etag;
 mod keys;
+mod partition;
 mod pool;
 mod retry;
 mod transport;

@@ -78,9 +78,19 @@ pub(crate) struct Transport {
     authorization: Option<HeaderValue>,
     /// How long one attempt may take, from sending to the answer's last byte.
     timeout: Duration,
+    /// Requests carry [`ROUTED_BY_CLIENT`]: a cluster's node answers 421 for a partition it
+    /// does not own rather than forwarding it (the client chose the node from its map).
+    routed: bool,
 }
 
+/// `Shardlite-Forwarded-By: client` on a request a cluster-aware client sent to the owner its
+/// map names: the node's loop guard then answers 421 `misdirected` if the client's map is stale,
+/// instead of paying a forward the client would never learn of (docs/cluster.md, "Routing").
+const ROUTED_BY_CLIENT: (HeaderName, HeaderValue) =
+    (HeaderName::from_static("shardlite-forwarded-by"), HeaderValue::from_static("client"));
+
 /// How the transport is set up (from the builder).
+#[derive(Clone)]
 pub(crate) struct Setup {
     /// The server's URL.
     pub url: String,
@@ -96,6 +106,15 @@ pub(crate) struct Setup {
     pub max_idle: usize,
     /// The TLS configuration for `https://`.
     pub tls: rustls::ClientConfig,
+    /// See [`Transport::routed`].
+    pub routed: bool,
+}
+
+/// The URL only: the token stays out of logs.
+impl std::fmt::Debug for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Setup").field("url", &self.url).finish_non_exhaustive()
+    }
 }
 
 impl Transport {
@@ -143,6 +162,7 @@ impl Transport {
             prefix: uri.path().trim_end_matches('/').to_owned(),
             authorization,
             timeout: setup.timeout,
+            routed: setup.routed,
         })
     }
 
@@ -172,6 +192,10 @@ impl Transport {
         if let Some((name, value)) = header {
             headers.insert(name, value);
         }
+        if self.routed {
+            let (name, value) = ROUTED_BY_CLIENT;
+            headers.insert(name, value);
+        }
         let exchange = async {
             let (parts, body) = self.pool.exchange(request).await?;
             Ok(Answer { status: parts.status, headers: parts.headers, body })
@@ -193,6 +217,7 @@ mod tests {
             idle_timeout: Duration::from_secs(1),
             max_idle: 1,
             tls: crate::builder::tls_config(&[]).unwrap(),
+            routed: false,
         }
     }
 

@@ -97,7 +97,7 @@ impl PostgresRow {
             preload::load(&target, data).await?;
             wait_for_count(&target, records).await?;
             let suffix = format!(" [{}]", POSTGRES.0);
-            run_workloads(measure, &target, &local, &info, workloads, &suffix, runs).await
+            run_workloads(measure, &target, None, &local, &info, workloads, &suffix, runs).await
         }
         .await;
         let stopped = server.stop();

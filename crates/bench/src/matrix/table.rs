@@ -62,6 +62,7 @@ mod tests {
             stats_before: None,
             stats_after: None,
             generator_cpu_seconds: 0.0,
+            nodes: Vec::new(),
         };
         let options = crate::runner::RunOptions {
             workload,

@@ -9,9 +9,12 @@
 //! - The map changing: a node refuses a data directory of another partition count; a running
 //!   node follows a new map version written by an etcd transaction, and a node stopped while
 //!   the map changed comes back on the new version.
+//! - The Rust client's cluster mode (`client`): each request straight to its owner, a 421
+//!   after a move read as "read the map again".
 //! - Moving a partition (`moving`).
 #![allow(clippy::unwrap_used)]
 
+mod client;
 #[path = "../common/mod.rs"]
 mod common;
 mod etcd;

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# What a partition-aware client gets from a cluster (docs/cluster.md, "Measured: a
+# partition-aware client"), on a machine too small to give each node cores of its own: every
+# server is pinned to the same SERVER_CPUS and `shardlite bench` to BENCH_CPUS, so a cluster of
+# NODES nodes and a single node have the same CPU, and the cluster's rate over the single
+# node's is its rate per node per unit of CPU. One etcd member holds two clusters (prefixes
+# /single/ and /multi/): `solo`, owning all PARTITIONS partitions, and n1..nNODES, owning them in
+# runs; every node's data directory is a copy of one load of RECORDS DB-A records. ROUNDS
+# times, for each CONNS: `shardlite bench --url` of `solo`, then of n1 (which routes each GET
+# to its owner by `GET /cluster`), printing queries/s, p50, p99, the servers' CPU per query
+# (/proc/PID/stat around each run, warm-up included) and how many requests each node served
+# directly (the report's `nodes`).
+#
+# usage: scripts/cluster-client-measure.sh   env: RECORDS (200000), PARTITIONS (16), NODES (2),
+#   ROUNDS (2), CONNS ("32"), DURATION (5), WARMUP (1), SERVER_CPUS (0), BENCH_CPUS (1)
+# Needs: etcd (ETCD), curl, python3, taskset, a release build (BIN). Only 127.0.0.1; every
+# process stops with the script.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${BIN:-$here/../target/release/shardlite}
+etcd=${ETCD:-etcd}
+records=${RECORDS:-200000} parts=${PARTITIONS:-16} nodes=${NODES:-2} rounds=${ROUNDS:-2} conns=${CONNS:-32}
+secs=${DURATION:-5} warmup=${WARMUP:-1} server_cpus=${SERVER_CPUS:-0} bench_cpus=${BENCH_CPUS:-1}
+dir=$(mktemp -d /tmp/shardlite-cclient.XXXXXX)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+client=$(port) peer=$(port)
+endpoint=http://127.0.0.1:$client
+
+"$etcd" --data-dir "$dir/etcd" --listen-client-urls "$endpoint" --advertise-client-urls "$endpoint" \
+  --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+  --initial-cluster "default=http://127.0.0.1:$peer" --log-level warn >"$dir/etcd.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do curl -sf "$endpoint/health" >/dev/null && break; sleep 0.1; done
+"$bin" load --data "$dir/loaded" --records "$records" --partitions "$parts" --json >/dev/null
+
+declare -A addr pid
+start() {  # node prefix
+  addr[$1]=127.0.0.1:$(port)
+  cp -a "$dir/loaded" "$dir/$1"
+}
+start solo
+"$bin" cluster init --etcd "$endpoint" --etcd-prefix /single/ --partitions "$parts" \
+  --nodes "solo=http://${addr[solo]}" >/dev/null
+members=()
+for i in $(seq "$nodes"); do start "n$i"; members+=("n$i=http://${addr[n$i]}"); done
+"$bin" cluster init --etcd "$endpoint" --etcd-prefix /multi/ --partitions "$parts" \
+  --nodes "$(IFS=,; echo "${members[*]}")" >/dev/null
+serve() {  # node prefix
+  RUST_LOG=warn taskset -c "$server_cpus" "$bin" serve --data "$dir/$1" --listen "${addr[$1]}" --cluster \
+    --etcd "$endpoint" --etcd-prefix "$2" --node-id "$1" >"$dir/$1.log" 2>&1 &
+  pids+=($!)
+  pid[$1]=$!
+  for _ in $(seq 300); do curl -sf "http://${addr[$1]}/readyz" >/dev/null && break; sleep 0.1; done
+}
+serve solo /single/
+for i in $(seq "$nodes"); do serve "n$i" /multi/; done
+
+cpu_ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+
+measure() {  # url connections pid... -> "qps p50 p99 errors cpu_us_per_query nodes"
+  local url=$1 c=$2 before after
+  shift 2
+  before=$(cpu_ticks "$@")
+  taskset -c "$bench_cpus" "$bin" bench --url "$url" --records "$records" --workloads select --concurrency "$c" \
+    --duration "$secs" --warmup "$warmup" --json >"$dir/run.json" 2>"$dir/bench.log"
+  after=$(cpu_ticks "$@")
+  python3 - "$dir/run.json" "$((after - before))" "$(getconf CLK_TCK)" "$secs" "$warmup" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))["runs"][0]
+ticks, hz, secs, warmup = (float(a) for a in sys.argv[2:])
+qps = run["queries_per_sec"]
+nodes = ",".join(f'{n["node"]}:{n["direct"]}/{n["sent"]}' for n in run.get("nodes", [])) or "-"
+print(round(qps), run["latency_ms"]["p50"], run["latency_ms"]["p99"], run["error_total"],
+      round(ticks / hz * 1e6 / (qps * (secs + warmup)), 1), nodes)
+PY
+}
+
+cluster_pids=()
+for i in $(seq "$nodes"); do cluster_pids+=("${pid[n$i]}"); done
+echo "servers on CPU $server_cpus, bench on CPU $bench_cpus; $records records, $parts partitions, $nodes nodes"
+for round in $(seq "$rounds"); do
+  for c in $conns; do
+    read -r sq s50 s99 serr scpu snodes < <(measure "http://${addr[solo]}" "$c" "${pid[solo]}")
+    read -r mq m50 m99 merr mcpu mnodes < <(measure "http://${addr[n1]}" "$c" "${cluster_pids[@]}")
+    python3 -c "
+import sys
+sq, mq, scpu, mcpu = map(float, sys.argv[1:])
+print(f'round $round, $c connections: single node {sq:,.0f}/s p50 $s50 ms p99 $s99 ms ($serr errors), {scpu} us CPU/query, direct $snodes;'
+      f' $nodes-node cluster {mq:,.0f}/s p50 $m50 ms p99 $m99 ms ($merr errors), {mcpu} us CPU/query (all nodes), direct $mnodes;'
+      f' cluster/single: rate {mq/sq:.1%}, CPU/query {mcpu/scpu:.2f}x')
+" "$sq" "$mq" "$scpu" "$mcpu"
+  done
+done
