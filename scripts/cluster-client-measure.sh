@@ -21,18 +21,8 @@ bin=${BIN:-$here/../target/release/shardlite}
 etcd=${ETCD:-etcd}
 records=${RECORDS:-200000} parts=${PARTITIONS:-16} nodes=${NODES:-2} rounds=${ROUNDS:-2} conns=${CONNS:-32}
 secs=${DURATION:-5} warmup=${WARMUP:-1} server_cpus=${SERVER_CPUS:-0} bench_cpus=${BENCH_CPUS:-1}
-dir=$(mktemp -d /tmp/shardlite-cclient.XXXXXX)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-client=$(port) peer=$(port)
-endpoint=http://127.0.0.1:$client
-
-"$etcd" --data-dir "$dir/etcd" --listen-client-urls "$endpoint" --advertise-client-urls "$endpoint" \
-  --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-  --initial-cluster "default=http://127.0.0.1:$peer" --log-level warn >"$dir/etcd.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do curl -sf "$endpoint/health" >/dev/null && break; sleep 0.1; done
+# shellcheck source=cluster-etcd.sh
+source "$here/cluster-etcd.sh"
 "$bin" load --data "$dir/loaded" --records "$records" --partitions "$parts" --json >/dev/null
 
 declare -A addr pid
