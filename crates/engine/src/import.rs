@@ -532,11 +532,12 @@ const PIPELINED_BUCKETS: u64 = 8;
 const PIPELINED_SUBRUNS: u32 = 4 * PIPELINED_BUCKETS as u32;
 
 /// Bytes of a partition's share applied in one transaction at most: a quarter of the memory
-/// budget over the buckets held at once (a bucket's records, its map of keys and its index
+/// budget (less what it sets aside for the process's mapped files) over the buckets held at once (a bucket's records, its map of keys and its index
 /// entries; two for each applying thread, one written while the next is read, and never more
 /// threads than partitions), at least 1 MiB.
 pub fn bucket_bytes(config: &Config, partitions: u32) -> Result<u64> {
-    let budget = crate::memory::MemoryPlan::new(config, partitions)?.budget;
+    let plan = crate::memory::MemoryPlan::new(config, partitions)?;
+    let budget = plan.budget - plan.mapped_files;
     let held = 2 * APPLY_THREADS.min(partitions as usize) as u64;
     Ok((budget / 4 / held).max(1 << 20))
 }

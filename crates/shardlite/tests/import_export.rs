@@ -297,11 +297,11 @@ fn kill_9_during_an_import_leaves_a_directory_that_checks_clean_and_resumes() {
     kill_9_during_imports(&["--partitions", "16"]);
 }
 
-/// As above, with one partition whose share is applied in buckets (a budget of 8 MiB: buckets
-/// of 1 MiB, 2 of them here), so a kill may land between two buckets of a partition.
+/// As above, with one partition whose share is applied in buckets (a budget of 24 MiB, 8 of
+/// them besides the mapped files: buckets of 1 MiB, 2 of them here), so a kill may land between two buckets of a partition.
 #[test]
 fn kill_9_between_the_buckets_of_a_partition_resumes_with_the_rest() {
-    kill_9_during_imports(&["--partitions", "1", "--memory-budget-mib", "8"]);
+    kill_9_during_imports(&["--partitions", "1", "--memory-budget-mib", "24"]);
 }
 
 /// Imports 50,000 records, then imports them again (updates), killed with SIGKILL after a few
@@ -424,7 +424,7 @@ fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
     eprintln!("(finished, pending, records) hit: {phases:?}");
 }
 
-/// A partition's share bigger than the import's bucket (8 MiB budget: 1 MiB buckets) is applied
+/// A partition's share bigger than the import's bucket (24 MiB budget, 8 besides the mapped files: 1 MiB buckets) is applied
 /// bucket by bucket: duplicates within the input and against the directory follow the policy
 /// exactly as in one transaction, and `--on-duplicate error` names the input's first duplicate.
 #[test]
@@ -434,7 +434,7 @@ fn a_share_bigger_than_the_memory_budget_allows_is_applied_in_buckets() {
     let key = |i: u32| format!("key-{i:08}").into_bytes();
     let first: Vec<_> = (0..40_000u32).map(|i| (key(i), vec![1; 32], None)).collect();
     write_csv(&tmp.path().join("first.csv"), &first);
-    let budget: [&dyn AsRef<OsStr>; 2] = [&"--memory-budget-mib", &"8"];
+    let budget: [&dyn AsRef<OsStr>; 2] = [&"--memory-budget-mib", &"24"];
     let import = |extra: &[&dyn AsRef<OsStr>]| {
         let mut args: Vec<&dyn AsRef<OsStr>> = vec![&"import", &"--data", &dir, &"--partitions", &"1", &"--json"];
         args.extend_from_slice(&budget);
