@@ -6,11 +6,11 @@
 //!  apply ── fsync runs, write import.toml, open DIR (lock, recovery)
 //!        ── --on-duplicate error: resolve every partition, read-only; a duplicate refuses all
 //!        ── rename .tmp -> DIR/import.staging, fsync DIR                  (the commit point)
-//!        ── per partition, on 2 threads, per bucket of its share: one transaction
+//!        ── per partition, on 4 threads, per bucket of its share: one transaction
 //!           (records + meta progress), checkpoint; then index merge, checkpoint (full)
 //!           (a partition that never held a record: every bucket into a new file without a
 //!           WAL, renamed over pNNNN.db once whole: crate::partition::fresh)
-//!        ── remove DIR/import.staging
+//!        ── rename DIR/import.staging -> .tmp, fsync DIR, remove it         (done)
 //! ```
 //!
 //! A partition's share is applied a bucket at a time, so an import's memory stays bounded
@@ -428,8 +428,12 @@ fn apply_staged(
         Ok(())
     })?;
     drop(opened);
-    remove_dir_if_present(&staging)?;
-    layout::sync_dir(&staging).map_err(|e| Error::io(layout.dir(), &e))?;
+    // Renamed back to the name of an uncommitted staging before it is removed: a kill during
+    // the removal then leaves what the next import removes, never a staging without its plan
+    // that would look pending.
+    let done = layout.import_staging_tmp();
+    fs::rename(&staging, &done).and_then(|()| layout::sync_dir(&done)).map_err(|e| Error::io(&staging, &e))?;
+    remove_dir_if_present(&done)?;
     let Counts { inserted, updated, kept, buckets, rebuilt } = counts.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(ImportSummary {
         records: plan.records,

@@ -408,10 +408,10 @@ fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
         let pending = dir.join("import.staging").exists();
         phases.insert((finished, pending, held.len()));
         assert!(held.is_empty() || held == expected, "{index}, {delay_ms} ms: {} records", held.len());
-        match (finished, pending) {
-            (true, _) => assert_eq!(held, expected),
-            (false, false) => assert!(held.is_empty(), "killed while staging, yet records are in"),
-            (false, true) => {}
+        // A kill that left no staging came before the commit point (none of it in) or while the
+        // finished import's staging was being removed (all of it in): both allowed above.
+        if finished {
+            assert_eq!(held, expected);
         }
         if pending {
             ok(&[&"import", &"--data", &dir, &"--resume"]);
