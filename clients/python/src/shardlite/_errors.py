@@ -51,6 +51,8 @@ __all__ = [
     "NotReady",
     "DiskFull",
     "PartitionFull",
+    "MoveFailed",
+    "MoveRefused",
     "CODES",
     "server_error",
 ]
@@ -334,6 +336,18 @@ class PartitionFull(ServerError):
     code = "partition_full"
 
 
+class MoveFailed(ServerError):
+    """409 or 502 (``POST /admin/move``): moving a partition failed; the map is unchanged."""
+
+    code = "move_failed"
+
+
+class MoveRefused(ServerError):
+    """409 (``/admin/move``, ``/admin/adopt``): a partition move cannot start here."""
+
+    code = "move_refused"
+
+
 #: Every known code and its class.
 CODES: Dict[str, Type[ServerError]] = {
     cls.code: cls
@@ -375,6 +389,8 @@ CODES: Dict[str, Type[ServerError]] = {
         NotReady,
         DiskFull,
         PartitionFull,
+        MoveFailed,
+        MoveRefused,
     )
 }
 
