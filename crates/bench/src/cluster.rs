@@ -8,7 +8,8 @@ use std::{path::Path, time::Duration};
 
 use anyhow::Context;
 use hyper::header::{HeaderName, HeaderValue};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use shardlite_client::{ClusterMap, ClusterNode};
 use shardlite_engine::KeyHasher;
 
 use crate::http::Target;
@@ -29,22 +30,6 @@ pub struct ClusterRoutes {
     pub nodes: Vec<(String, Target)>,
     /// The index in `nodes` of each partition's owner.
     owner_of: Vec<usize>,
-}
-
-/// `GET /cluster`'s answer, the fields routing needs.
-#[derive(Deserialize)]
-struct MapDocument {
-    version: u64,
-    partitions: u32,
-    hash_seed: u64,
-    owners: Vec<String>,
-    nodes: Vec<NodeDocument>,
-}
-
-#[derive(Deserialize)]
-struct NodeDocument {
-    id: String,
-    address: String,
 }
 
 /// Requests one node was sent during a run (warm-up included), and how many its owner served
@@ -70,25 +55,12 @@ impl ClusterRoutes {
             404 => return Ok(None),
             _ => anyhow::bail!("GET /cluster answered {status}: {}", String::from_utf8_lossy(&body)),
         }
-        let map: MapDocument = serde_json::from_slice(&body).context("GET /cluster: not a cluster map")?;
-        anyhow::ensure!(
-            map.partitions > 0 && map.owners.len() == map.partitions as usize,
-            "GET /cluster: {} owners for {} partitions",
-            map.owners.len(),
-            map.partitions
-        );
+        let (map, owner_of) = ClusterMap::parse(&body).map_err(anyhow::Error::msg)?;
         let mut nodes = Vec::with_capacity(map.nodes.len());
-        for NodeDocument { id, address } in map.nodes {
+        for ClusterNode { id, address } in map.nodes {
             let target = Target::resolve_trusting(&address, ca).await.with_context(|| format!("node {id}"))?;
             nodes.push((id, target));
         }
-        let owner_of = map
-            .owners
-            .iter()
-            .map(|owner| {
-                nodes.iter().position(|(id, _)| id == owner).with_context(|| format!("node `{owner}` has no address"))
-            })
-            .collect::<anyhow::Result<_>>()?;
         Ok(Some(Self { version: map.version, hasher: KeyHasher::new(map.hash_seed, map.partitions), nodes, owner_of }))
     }
 

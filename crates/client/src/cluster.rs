@@ -78,19 +78,51 @@ pub(crate) struct Node {
 }
 
 /// `GET /cluster`'s answer, the fields routing needs (docs/http-api.md, "GET /cluster").
-#[derive(Deserialize)]
-struct MapDocument {
-    version: u64,
-    partitions: u32,
-    hash_seed: u64,
-    owners: Vec<String>,
-    nodes: Vec<NodeDocument>,
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterMap {
+    /// The map's version: every change raises it.
+    pub version: u64,
+    /// The cluster's partition count.
+    pub partitions: u32,
+    /// The seed of the key hash.
+    pub hash_seed: u64,
+    /// Each partition's owner, a node id.
+    pub owners: Vec<String>,
+    /// Each node's id and address.
+    pub nodes: Vec<ClusterNode>,
 }
 
-#[derive(Deserialize)]
-struct NodeDocument {
-    id: String,
-    address: String,
+/// A node of a [`ClusterMap`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterNode {
+    /// Its id.
+    pub id: String,
+    /// Its HTTP address (`http://host:port`).
+    pub address: String,
+}
+
+impl ClusterMap {
+    /// Reads `GET /cluster`'s body: the map, and for each partition the index in `nodes` of its
+    /// owner. Refuses a body that is not a map, a map without one owner per partition, and an
+    /// owner without an address.
+    pub fn parse(body: &[u8]) -> Result<(Self, Vec<usize>), String> {
+        let map: Self = serde_json::from_slice(body)
+            .map_err(|e| format!("GET /cluster answered a document that is not a map: {e}"))?;
+        if map.partitions == 0 || map.owners.len() != map.partitions as usize {
+            return Err(format!("the cluster map names {} owners for {} partitions", map.owners.len(), map.partitions));
+        }
+        let owner_of = map
+            .owners
+            .iter()
+            .map(|owner| {
+                map.nodes
+                    .iter()
+                    .position(|node| &node.id == owner)
+                    .ok_or_else(|| format!("the cluster map names node `{owner}`, which has no address"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((map, owner_of))
+    }
 }
 
 impl Router {
@@ -140,25 +172,18 @@ impl Router {
         if answer.status != StatusCode::OK {
             return Err(answer.refusal().into());
         }
-        let map: MapDocument = serde_json::from_slice(&answer.body)
-            .map_err(|e| Error::Protocol(format!("GET /cluster answered a document that is not a map: {e}")))?;
+        let (map, owner_of) = ClusterMap::parse(&answer.body).map_err(Error::Protocol)?;
         if let Some(routes) = current.filter(|routes| routes.version >= map.version) {
             return Ok(routes);
         }
-        let routes = Arc::new(self.routes_of(map)?);
+        let routes = Arc::new(self.routes_of(map, owner_of)?);
         *self.routes.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(&routes));
         Ok(routes)
     }
 
-    /// The routes of `map`, keeping the connection pool of each node whose address is unchanged.
-    fn routes_of(&self, map: MapDocument) -> Result<Routes, Error> {
-        if map.partitions == 0 || map.owners.len() != map.partitions as usize {
-            return Err(Error::Protocol(format!(
-                "the cluster map names {} owners for {} partitions",
-                map.owners.len(),
-                map.partitions
-            )));
-        }
+    /// The routes of `map` (whose partitions' owners are `owner_of`, indexes in its nodes),
+    /// keeping the connection pool of each node whose address is unchanged.
+    fn routes_of(&self, map: ClusterMap, owner_of: Vec<usize>) -> Result<Routes, Error> {
         let previous = self.current();
         let kept: BTreeMap<(&str, &str), &Arc<Transport>> = previous
             .iter()
@@ -166,22 +191,13 @@ impl Router {
             .map(|node| ((node.id.as_str(), node.address.as_str()), &node.transport))
             .collect();
         let mut nodes = Vec::with_capacity(map.nodes.len());
-        for NodeDocument { id, address } in map.nodes {
+        for ClusterNode { id, address } in map.nodes {
             let transport = match kept.get(&(id.as_str(), address.as_str())) {
                 Some(transport) => Arc::clone(transport),
                 None => Arc::new(Transport::new(Setup { url: address.clone(), routed: true, ..self.setup.clone() })?),
             };
             nodes.push(Node { id, address, transport });
         }
-        let owner_of = map
-            .owners
-            .iter()
-            .map(|owner| {
-                nodes.iter().position(|node| &node.id == owner).ok_or_else(|| {
-                    Error::Protocol(format!("the cluster map names node `{owner}`, which has no address"))
-                })
-            })
-            .collect::<Result<_, _>>()?;
         Ok(Routes {
             version: map.version,
             hasher: PartitionHasher::new(map.hash_seed, map.partitions),

@@ -97,6 +97,7 @@ pub use batch::{Op, OpResult, Outcome};
 pub use builder::ClientBuilder;
 pub use bytes::Bytes;
 pub use client::Client;
+pub use cluster::{ClusterMap, ClusterNode};
 pub use error::{Error, ErrorCode, ServerError};
 pub use etag::{Condition, ETag, Record, Written};
 pub use keys::KeyPage;
