@@ -12,6 +12,10 @@
 //! - missing, no readable `-shm`, and the directory was not closed cleanly
 //!   ([`crate::dirlock::DirLock::unclean`]): commits since the last checkpoint may be lost.
 //! - missing after a clean close: normal (closing checkpoints and removes the log).
+//! - missing while an interrupted import was building the partition anew (its build file is in
+//!   the import's staging): nothing lost. The build began by checkpointing the database with
+//!   `synchronous=FULL` and leaving WAL mode, and SQLite removes the log before it rewrites the
+//!   header's byte 18, so a kill in between leaves a database in WAL mode without a log, whole.
 //!
 //! A loss is refused with [`Error::WalMissing`] unless the configuration accepts it
 //! (`accept_wal_loss`), in which case it is logged and the partition opens with what its
@@ -33,7 +37,7 @@ const N_BACKFILL: usize = 2 * HEADER_COPY;
 /// whether a loss was accepted.
 pub fn check(layout: &Layout, p: u32, unclean: bool, accept_loss: bool) -> Result<bool> {
     let (db, wal) = (layout.db(p), layout.wal(p));
-    if wal.exists() || !in_wal_mode(&db)? {
+    if wal.exists() || !in_wal_mode(&db)? || building_anew(layout, p) {
         return Ok(false);
     }
     let Some(loss) = loss(&layout.shm(p), unclean) else { return Ok(false) };
@@ -42,6 +46,12 @@ pub fn check(layout: &Layout, p: u32, unclean: bool, accept_loss: bool) -> Resul
     }
     tracing::error!(partition = p, path = %wal.display(), %loss, "write-ahead log missing; accepted: serving what the database file holds");
     Ok(true)
+}
+
+/// Whether an interrupted import was building partition `p` anew: its build file exists from
+/// before the database left WAL mode until the rename that installs it.
+fn building_anew(layout: &Layout, p: u32) -> bool {
+    Layout::import_build(&layout.import_staging(), p).exists()
 }
 
 /// Whether the database file's header says WAL mode (a new or empty file: no).
@@ -79,4 +89,31 @@ fn frames_not_backfilled(head: &[u8; N_BACKFILL + 4]) -> Option<u32> {
     let stable = head[..HEADER_COPY] == head[HEADER_COPY..2 * HEADER_COPY];
     let initialised = u32_at(0) == WAL_INDEX_VERSION && head[12] == 1;
     (stable && initialised).then(|| u32_at(MX_FRAME).saturating_sub(u32_at(N_BACKFILL)))
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::*;
+
+    /// A database in WAL mode whose log SQLite removed at close, after a crash of the session:
+    /// a loss may have happened, unless an import was building the partition anew.
+    #[test]
+    fn a_missing_log_is_no_loss_while_an_import_builds_the_partition_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let conn = Connection::open(layout.db(0)).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);").unwrap();
+        conn.close().unwrap();
+        assert!(in_wal_mode(&layout.db(0)).unwrap() && !layout.wal(0).exists());
+
+        assert!(matches!(check(&layout, 0, true, false), Err(Error::WalMissing { .. })));
+        assert!(check(&layout, 0, false, false).is_ok_and(|lost| !lost), "after a clean close");
+
+        std::fs::create_dir(layout.import_staging()).unwrap();
+        std::fs::write(Layout::import_build(&layout.import_staging(), 0), b"").unwrap();
+        assert!(check(&layout, 0, true, false).is_ok_and(|lost| !lost));
+    }
 }
