@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::etag::ETag;
+use crate::etag::{ETag, InvalidETag};
 
 /// Defines [`ErrorCode`] from one list: each variant and the code the server sends for it.
 macro_rules! error_codes {
@@ -198,6 +198,12 @@ impl Error {
     /// Whether a condition did not hold (412 `precondition_failed`).
     pub fn is_precondition_failed(&self) -> bool {
         self.code() == Some(&ErrorCode::PreconditionFailed)
+    }
+}
+
+impl From<InvalidETag> for Error {
+    fn from(e: InvalidETag) -> Self {
+        Self::Protocol(e.to_string())
     }
 }
 

@@ -5,8 +5,6 @@
 use bytes::Bytes;
 use hyper::header::HeaderValue;
 
-use crate::error::Error;
-
 /// The entity tag of one state of a record, as the server's `ETag` header gives it (quotes
 /// included: `"1795417623.4.7"`). Opaque: send it back as it came, never parse it; two tags
 /// are the same state exactly when they are equal.
@@ -15,8 +13,8 @@ pub struct ETag(HeaderValue);
 
 impl ETag {
     /// A tag from its text (as an `ETag` header or a batch result's `etag` gives it).
-    pub fn new(tag: &str) -> Result<Self, Error> {
-        HeaderValue::from_str(tag).map(Self).map_err(|_| Error::Protocol(format!("`{tag}` is not an entity tag")))
+    pub fn new(tag: &str) -> Result<Self, InvalidETag> {
+        HeaderValue::from_str(tag).map(Self).map_err(|_| InvalidETag(tag.to_owned()))
     }
 
     /// The tag as the server wrote it.
@@ -41,6 +39,11 @@ impl std::fmt::Display for ETag {
         f.write_str(self.as_str())
     }
 }
+
+/// A text that cannot be an entity tag (it is not a header value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an entity tag")]
+pub struct InvalidETag(pub String);
 
 /// A record as read: its value and the tag of this state.
 #[derive(Debug, Clone, PartialEq, Eq)]

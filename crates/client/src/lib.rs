@@ -99,6 +99,6 @@ pub use bytes::Bytes;
 pub use client::Client;
 pub use cluster::{ClusterMap, ClusterNode};
 pub use error::{Error, ErrorCode, ServerError};
-pub use etag::{Condition, ETag, Record, Written};
+pub use etag::{Condition, ETag, InvalidETag, Record, Written};
 pub use keys::KeyPage;
 pub use retry::Retry;

@@ -46,6 +46,7 @@ use std::{
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
+pub use crate::import_runs::Origin;
 use crate::{
     bulk::{bulk_config, open_manifest, parallel},
     dirlock::DirLock,
@@ -74,15 +75,6 @@ pub enum OnDuplicate {
     Keep,
     /// Refuse the whole import.
     Error,
-}
-
-/// Where a record came from: an input and a position in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Origin {
-    /// The input, as numbered by [`Importer::add_source`].
-    pub source: u32,
-    /// The line (text formats) or byte offset (binary formats) of the record.
-    pub position: u64,
 }
 
 /// What an import did.
@@ -789,13 +781,6 @@ impl Duplicate {
             None => "it is already in the directory".to_owned(),
         };
         Error::Import(format!("{}: duplicate key under --on-duplicate error ({first})", render(sources, self.at)))
-    }
-}
-
-impl Origin {
-    /// Its place in the whole input: by input, then position.
-    fn order(self) -> (u32, u64) {
-        (self.source, self.position)
     }
 }
 

@@ -24,7 +24,23 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::{import::Origin, layout::Layout, Error, KeyHasher, Result};
+use crate::{layout::Layout, Error, KeyHasher, Result};
+
+/// Where a record came from: an input and a position in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    /// The input, as numbered by [`crate::import::Importer::add_source`].
+    pub source: u32,
+    /// The line (text formats) or byte offset (binary formats) of the record.
+    pub position: u64,
+}
+
+impl Origin {
+    /// Its place in the whole input: by input, then position.
+    pub(crate) fn order(self) -> (u32, u64) {
+        (self.source, self.position)
+    }
+}
 
 /// Bytes before a staged record's key: key length u16, value length u32, counter u64 (0:
 /// none), source u32, position u64; all little-endian.
