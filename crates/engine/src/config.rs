@@ -220,7 +220,9 @@ pub struct Config {
     #[cfg_attr(feature = "cli", arg(long))]
     pub max_linger_us: u64,
     /// Threads serving reads.
-    // They serve `Store::submit_get`: reads for callers that must not block.
+    // They serve `Store::submit_get`: reads for callers that must not block. Each waits on
+    // one disk read at a time when the data is cold, so they are what keeps the device's queue
+    // full (README, "Bigger than RAM": measured); warm reads cost the same CPU either way.
     #[cfg_attr(feature = "cli", arg(long))]
     pub lookup_threads: usize,
     /// RAM for recently read records, MiB (at most: the memory budget may give less); 0: no
@@ -271,7 +273,7 @@ impl Default for Config {
             queue_capacity: 4096,
             max_batch: 1024,
             max_linger_us: 0,
-            lookup_threads: 8,
+            lookup_threads: 32,
             record_cache_mib: 64,
             readers_per_partition: 2,
             checkpoint_pages: 1000,
