@@ -12,8 +12,8 @@
 //!
 //! Threads: `writer_threads` writers, each owning the read-write connection of its partitions
 //! (and invalidating the record cache around each commit); one maintenance thread for index
-//! merges; `lookup_threads` for `submit_get` misses; callers' own threads for `get`. Modules:
-//! [`store`] (the entry point), [`keyhash`] (key -> partition, fingerprint), [`partition`]
+//! merges; `lookup_threads` for `submit_get` misses and the writers' warming reads
+//! ([`lookups`]); callers' own threads for `get`. Modules: [`store`] (the entry point), [`keyhash`] (key -> partition, fingerprint), [`partition`]
 //! (SQL, writer, readers, recovery, the WAL check, check), [`cache`] (recently read records),
 //! [`index`] (the compact index and its file format),
 //! [`manifest`], [`layout`] and [`dirlock`] (what the directory is, where its files are, who has
@@ -34,6 +34,7 @@ mod import_runs;
 pub mod index;
 pub mod keyhash;
 pub mod layout;
+pub mod lookups;
 mod maintenance;
 pub mod manifest;
 pub mod memory;

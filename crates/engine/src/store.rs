@@ -38,6 +38,7 @@ use crate::{
     index::IndexPages,
     keyhash::{KeyHash, KeyHasher},
     layout::Layout,
+    lookups::LookupQueue,
     maintenance,
     manifest::Manifest,
     memory::{self, MemoryPlan},
@@ -68,8 +69,8 @@ pub struct Store {
     manifest: Manifest,
     shared: Arc<Shared>,
     writer_threads: Mutex<Vec<JoinHandle<Vec<PartitionWriter>>>>,
-    /// The lookup threads and their queue; taken by `close`.
-    lookups: RwLock<Option<Lookups>>,
+    /// The lookup threads and their queue, which writers also warm records through.
+    lookups: Arc<LookupQueue>,
     maintenance: Mutex<Option<(Sender<Maintenance>, JoinHandle<()>)>>,
     /// The checkpointer thread; stopped by `close` before the writers' final checkpoints.
     checkpointer: Mutex<Option<(Checkpoints, JoinHandle<()>)>>,
@@ -88,18 +89,6 @@ struct Shared {
     cache: Option<Arc<RecordCache>>,
     /// One queue per writer thread; emptied by `close`, which is how writers learn to stop.
     writers: RwLock<Vec<Sender<Job>>>,
-}
-
-/// The threads serving `submit_get`, and their queue.
-struct Lookups {
-    queue: Sender<LookupJob>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-/// A lookup for the lookup threads.
-struct LookupJob {
-    key: Vec<u8>,
-    reply: oneshot::Sender<Result<Option<Record>>>,
 }
 
 impl Shared {
@@ -230,6 +219,7 @@ impl Store {
             partitions.push(partition);
             owned[writer::owner(p, threads)].push(writer);
         }
+        let lookups = LookupQueue::new(config.queue_capacity);
         let mut senders = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
         for (number, writers) in owned.into_iter().enumerate() {
@@ -244,6 +234,7 @@ impl Store {
                 config: config.clone(),
                 log: log.clone(),
                 checkpoints: checkpoints.clone(),
+                lookups: Arc::clone(&lookups),
             };
             handles.push(spawn(format!("shardlite-writer-{number}"), move || thread.run())?);
             senders.push(tx);
@@ -264,18 +255,11 @@ impl Store {
         };
         lock.opened()?;
         let shared = Arc::new(Shared { hasher, partitions, cache, writers: RwLock::new(senders) });
-        let (lookup_tx, lookup_rx) = bounded::<LookupJob>(config.queue_capacity);
-        let lookup_threads = (0..config.lookup_threads)
-            .map(|i| {
-                let (jobs, shared) = (lookup_rx.clone(), Arc::clone(&shared));
-                spawn(format!("shardlite-lookup-{i}"), move || {
-                    for job in jobs {
-                        // `submit_get` found no cached record.
-                        let _ = job.reply.send(shared.read_through(&job.key));
-                    }
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // `submit_get` found no cached record, or a writer asked for a warming read.
+        let read = Arc::clone(&shared);
+        lookups.start(config.lookup_threads, Arc::new(move |key: &[u8]| read.read_through(key)), |name, f| {
+            spawn(name, f)
+        })?;
         tracing::info!(
             dir = %layout.dir().display(), partitions = manifest.partitions, index = %manifest.index,
             memory_budget_mib = memory.budget >> 20, "store opened"
@@ -288,7 +272,7 @@ impl Store {
             manifest,
             shared,
             writer_threads: Mutex::new(handles),
-            lookups: RwLock::new(Some(Lookups { queue: lookup_tx, threads: lookup_threads })),
+            lookups,
             maintenance: Mutex::new(Some((maintenance_tx, maintenance_thread))),
             checkpointer: Mutex::new(Some((checkpoints, checkpointer))),
             metrics,
@@ -328,15 +312,9 @@ impl Store {
         if let Some(record) = self.shared.cached(&key) {
             return Ok(PendingGet(Reply::Ready(Ok(Some(record)))));
         }
-        let (reply, rx) = oneshot::channel();
-        let lookups = self.lookups.read().unwrap_or_else(|p| p.into_inner());
-        let Some(Lookups { queue, .. }) = lookups.as_ref() else { return Err(Error::Closed) };
-        match queue.try_send(LookupJob { key, reply }) {
-            Ok(()) => Ok(PendingGet(Reply::Blocking(rx))),
-            // Hashed here only for the error; the lookup thread hashes the key it reads.
-            Err(TrySendError::Full(job)) => Err(Error::Overloaded { partition: self.partition_of(&job.key) }),
-            Err(TrySendError::Disconnected(_)) => Err(Error::Closed),
-        }
+        // Hashed here only for the error; the lookup thread hashes the key it reads.
+        let rx = self.lookups.submit(key, |key| self.partition_of(key))?;
+        Ok(PendingGet(Reply::Blocking(rx)))
     }
 
     /// Inserts or replaces a record if `condition` holds; blocks until committed.
@@ -493,8 +471,7 @@ impl Store {
             .collect();
         let queue_depths =
             self.shared.writers.read().unwrap_or_else(|p| p.into_inner()).iter().map(Sender::len).collect();
-        let lookup_queue_depth =
-            self.lookups.read().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |l| l.queue.len());
+        let lookup_queue_depth = self.lookups.len();
         let record_cache = self.shared.cache.as_ref().map(|c| c.stats());
         let recent_entries: u64 = partitions.iter().map(|p: &PartitionStats| p.index_recent_entries).sum();
         let memory = MemoryStats {
@@ -535,12 +512,7 @@ impl Store {
     /// Stops background work, lets the writers commit everything queued, checkpoints and
     /// closes. Idempotent; dropping the store does the same.
     pub fn close(&self) {
-        if let Some(Lookups { queue, threads }) = self.lookups.write().unwrap_or_else(|p| p.into_inner()).take() {
-            drop(queue);
-            for thread in threads {
-                let _ = thread.join();
-            }
-        }
+        self.lookups.close();
         if let Some((stop, thread)) = self.maintenance.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = stop.send(Maintenance::Stop);
             let _ = thread.join();

@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{key, small_config, value};
-use shardlite_engine::{Condition, Config, Store};
+use shardlite_engine::{Condition, Config, Op, Store};
 
 const KEYS: u32 = 2;
 const WRITERS: u32 = 2;
@@ -58,4 +58,23 @@ fn an_acknowledged_write_is_never_hidden_by_a_cached_older_value() {
     });
     let cache = store.stats().record_cache.unwrap();
     assert!(cache.hits > 0 && cache.misses > 0, "both paths ran: {cache:?}");
+}
+
+/// A batch of writes to one partition has the lookup threads read its records first (warming
+/// reads, which fill the cache like any read): after each batch is acknowledged, every key
+/// reads its new value, never the one a warming read found before the commit.
+#[test]
+fn warming_reads_never_leave_a_replaced_value_in_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { lookup_threads: 4, ..small_config() };
+    let store = Store::create(dir.path(), common::partitions(1), config).unwrap();
+    let put = |i: u32, version: u32| Op::Put { key: key(i), value: value(i, version), condition: Condition::None };
+    for version in 0..60 {
+        let results = store.batch((0..64).map(|i| put(i, version)).collect()).unwrap();
+        assert!(results.iter().all(Result::is_ok));
+        for i in 0..64 {
+            let read = store.get(&key(i)).unwrap().unwrap();
+            assert_eq!(read.value, value(i, version), "key {i} after batch {version}");
+        }
+    }
 }

@@ -40,6 +40,7 @@ use crate::{
     config::{IndexMode, TxMode},
     index::entry,
     keyhash::KeyHasher,
+    lookups::LookupQueue,
     metrics::Metrics,
     ops::{Op, Outcome, Record, Written},
     Config, Error, Result,
@@ -520,6 +521,8 @@ pub struct WriterThread {
     pub log: Option<Arc<CommitLog>>,
     /// Where checkpoints are asked for.
     pub checkpoints: Checkpoints,
+    /// The lookup threads, which read a round's records side by side ([`WriterThread::warm`]).
+    pub lookups: Arc<LookupQueue>,
 }
 
 impl WriterThread {
@@ -584,6 +587,7 @@ impl WriterThread {
         for (partition, reqs) in &groups {
             self.writer(*partition).prefetch(reqs);
         }
+        self.warm(&groups);
         let prepared: Vec<(u32, Prepared)> = groups
             .into_iter()
             .map(|(partition, reqs)| (partition, self.writer(partition).prepare(reqs, tx_mode, log.as_deref())))
@@ -606,6 +610,19 @@ impl WriterThread {
         }
         if let Some(log) = &log {
             log.release(self.number);
+        }
+    }
+
+    /// Has the lookup threads read, side by side, the records that a partition's transaction of
+    /// several writes will read one after another: all but its first key (which this thread
+    /// reads at once itself), unless the record cache holds them (then their pages were read
+    /// lately). On cold data the transaction then finds them in the page cache.
+    fn warm(&self, groups: &[(u32, Vec<WriteRequest>)]) {
+        for (_, reqs) in groups {
+            let keys = reqs.iter().flat_map(|r| r.ops.iter().map(|(op, _)| op.key())).skip(1);
+            for key in keys.filter(|key| self.cache.as_ref().is_none_or(|c| c.get(key).is_none())) {
+                self.lookups.warm(key);
+            }
         }
     }
 

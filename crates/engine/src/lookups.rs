@@ -1,0 +1,112 @@
+//! The lookup threads and their queue: reads for callers that must not block
+//! (`Store::submit_get`), and warming reads asked for by writer threads.
+//!
+//! A writer thread reads the records its transactions change one after another, so on cold data
+//! a round of many writes to one partition waits on one disk read per record in turn. Before it
+//! starts, the writer hands the round's keys to the lookup threads as warming reads ([`warm`]):
+//! they read those records side by side, so the device serves them at once and the writer finds
+//! their pages in the page cache. A warming read is only a read: it answers nobody, fills the
+//! record cache like any read (which stays coherent: a commit removes the keys it wrote), and is
+//! dropped when the queue is full.
+//!
+//! [`warm`]: LookupQueue::warm
+
+use std::{
+    sync::{Arc, Mutex, RwLock},
+    thread::JoinHandle,
+};
+
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+
+use crate::{ops::Record, Error, Result};
+
+/// What a lookup answers.
+pub type Answer = Result<Option<Record>>;
+
+/// How a lookup thread reads a key the record cache missed.
+pub type Read = Arc<dyn Fn(&[u8]) -> Answer + Send + Sync>;
+
+/// A read for the lookup threads: answered through `reply`, or a warming read (none).
+struct LookupJob {
+    key: Vec<u8>,
+    reply: Option<oneshot::Sender<Answer>>,
+}
+
+/// The lookup threads' queue, shared by the store and its writer threads; closed by the store.
+pub struct LookupQueue {
+    queue: RwLock<Option<Sender<LookupJob>>>,
+    jobs: Receiver<LookupJob>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl LookupQueue {
+    /// A queue of `capacity` jobs, served by no thread until [`LookupQueue::start`].
+    pub fn new(capacity: usize) -> Arc<Self> {
+        let (queue, jobs) = bounded(capacity);
+        Arc::new(Self { queue: RwLock::new(Some(queue)), jobs, threads: Mutex::new(Vec::new()) })
+    }
+
+    /// Starts `threads` threads that serve each job with `read` (the record cache missed).
+    pub fn start(
+        &self,
+        threads: usize,
+        read: Read,
+        spawn: impl Fn(String, Box<dyn FnOnce() + Send>) -> Result<JoinHandle<()>>,
+    ) -> Result<()> {
+        let mut started = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        for i in 0..threads {
+            let (jobs, read) = (self.jobs.clone(), Arc::clone(&read));
+            started.push(spawn(
+                format!("shardlite-lookup-{i}"),
+                Box::new(move || {
+                    for job in jobs {
+                        let answer = read(&job.key);
+                        if let Some(reply) = job.reply {
+                            let _ = reply.send(answer);
+                        }
+                    }
+                }),
+            )?);
+        }
+        Ok(())
+    }
+
+    /// Queues a read of `key`; its answer arrives on the returned receiver. Fails with
+    /// `Overloaded` (naming `partition_of(key)`) when the queue is full, `Closed` once closed.
+    pub fn submit(&self, key: Vec<u8>, partition_of: impl Fn(&[u8]) -> u32) -> Result<oneshot::Receiver<Answer>> {
+        let (reply, rx) = oneshot::channel();
+        let queue = self.queue.read().unwrap_or_else(|p| p.into_inner());
+        let Some(queue) = queue.as_ref() else { return Err(Error::Closed) };
+        match queue.try_send(LookupJob { key, reply: Some(reply) }) {
+            Ok(()) => Ok(rx),
+            Err(TrySendError::Full(job)) => Err(Error::Overloaded { partition: partition_of(&job.key) }),
+            Err(TrySendError::Disconnected(_)) => Err(Error::Closed),
+        }
+    }
+
+    /// Queues a warming read of `key`, unless the queue is full or closed.
+    pub fn warm(&self, key: &[u8]) {
+        if let Some(queue) = self.queue.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let _ = queue.try_send(LookupJob { key: key.to_vec(), reply: None });
+        }
+    }
+
+    /// Jobs waiting.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Whether no job waits.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Refuses new jobs, lets the threads finish the queued ones, and waits for them.
+    pub fn close(&self) {
+        drop(self.queue.write().unwrap_or_else(|p| p.into_inner()).take());
+        let threads: Vec<_> = self.threads.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
+        for thread in threads {
+            let _ = thread.join();
+        }
+    }
+}
