@@ -521,7 +521,7 @@ pub struct WriterThread {
     pub log: Option<Arc<CommitLog>>,
     /// Where checkpoints are asked for.
     pub checkpoints: Checkpoints,
-    /// The lookup threads, which read a round's records side by side ([`WriterThread::warm`]).
+    /// The lookup threads, which read a round's records side by side (`warm`).
     pub lookups: Arc<LookupQueue>,
 }
 
