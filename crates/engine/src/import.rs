@@ -143,6 +143,9 @@ impl Plan {
     }
 }
 
+/// Threads that fsync the staged runs before the plan makes them the import's.
+const SYNC_THREADS: usize = 8;
+
 /// The name of the `meta` row saying which import a partition has applied.
 const IMPORT_ID: &str = "import_id";
 /// The name of the `meta` row naming the import a partition has applied part of.
@@ -275,13 +278,19 @@ impl Importer {
         let parse_seconds = self.started.elapsed().as_secs_f64();
         let tmp = self.layout.import_staging_tmp();
         let subruns = self.staged.subruns();
+        let mut staged = Vec::new();
         for (q, run) in (0u32..).zip(self.runs.iter_mut()) {
-            if let Some(mut run) = run.take() {
+            if let Some(run) = run.take() {
                 let path = self.staged.path(&tmp, q / subruns, q % subruns);
-                let synced = run.flush().and_then(|()| run.get_ref().sync_all());
-                synced.map_err(|e| Error::io(&path, &e))?;
+                let file = run.into_inner().map_err(|e| Error::io(&path, e.error()))?;
+                staged.push((path, file));
             }
         }
+        // Side by side: one after another, each fsync waited for its own flush of the device.
+        parallel(SYNC_THREADS, staged.len(), |i| {
+            let (path, file) = &staged[i];
+            file.sync_all().map_err(|e| Error::io(path, &e))
+        })?;
         let plan = Plan {
             id: import_id(),
             policy,
