@@ -48,7 +48,9 @@ impl Store {
                 Error::Move(format!("partition {partition} is not being copied: its copy must be asked for first"))
             })?),
         };
-        let _reading = handle.long_read();
+        // A round of changes reads few records: it need not wait for the WAL to start over
+        // (the last round runs under the freeze).
+        let _reading = changed.is_none().then(|| handle.long_read());
         let conn = handle.readers.open_own()?;
         let (next_id, live) = sql::begin_snapshot(&conn)?;
         let (mut out, mut encoder) = (Vec::with_capacity(piece + 4096), Encoder::default());

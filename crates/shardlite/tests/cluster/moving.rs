@@ -186,16 +186,34 @@ async fn a_partition_moves_under_writes_and_loses_nothing() {
     assert_eq!(report["records"].as_u64(), Some(live));
 }
 
+/// `count` keys of partition [`MOVED`], each written once through n2.
+async fn written(nodes: &Nodes, count: usize) -> Vec<Vec<u8>> {
+    let (keys, http) = (keys_of_moved(nodes, count), client());
+    for key in &keys {
+        assert_eq!(http.put(nodes.server("n2").kv(key)).body("before").send().await.unwrap().status(), 201);
+    }
+    keys
+}
+
+/// After a failed move: node `via` follows map version 1, where n1 owns the partition, and
+/// each key written again through `via` is an update at n1.
+async fn assert_unmoved(nodes: &Nodes, via: &str, keys: &[Vec<u8>]) {
+    let map = get_json(&nodes.server(via).at("/cluster")).await;
+    assert_eq!((map["version"].as_u64(), map["owners"][0].as_str()), (Some(1), Some("n1")));
+    let http = client();
+    for key in keys {
+        let put = http.put(nodes.server(via).kv(key)).body("after").send().await.unwrap();
+        assert_eq!(put.status(), 200, "writes to the partition go on at its owner");
+    }
+    assert_eq!(records(nodes.server("n1")).await[MOVED as usize], keys.len() as u64);
+}
+
 #[tokio::test]
 async fn a_failed_move_leaves_the_map_and_the_writes_as_they_were() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (etcd, mut nodes) = three_nodes(&bin, dir.path(), &[]).await;
-    let keys = keys_of_moved(&nodes, 8);
-    let http = client();
-    for key in &keys {
-        assert_eq!(http.put(nodes.server("n2").kv(key)).body("before").send().await.unwrap().status(), 201);
-    }
+    let keys = written(&nodes, 8).await;
     nodes.servers.remove("n3").unwrap().stop();
 
     let out = shardlite(&["cluster", "move", "0", "n3", "--etcd", &etcd.endpoints]);
@@ -205,13 +223,7 @@ async fn a_failed_move_leaves_the_map_and_the_writes_as_they_were() {
     let refused = shardlite(&["cluster", "move", "0", "n1", "--etcd", &etcd.endpoints]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("on node `n1` already"));
 
-    let map = get_json(&nodes.server("n1").at("/cluster")).await;
-    assert_eq!((map["version"].as_u64(), map["owners"][0].as_str()), (Some(1), Some("n1")));
-    for key in &keys {
-        let put = http.put(nodes.server("n2").kv(key)).body("after").send().await.unwrap();
-        assert_eq!(put.status(), 200, "writes to the partition go on at its owner");
-    }
-    assert_eq!(records(nodes.server("n1")).await[MOVED as usize], keys.len() as u64);
+    assert_unmoved(&nodes, "n2", &keys).await;
 }
 
 #[tokio::test]
@@ -220,25 +232,16 @@ async fn a_freeze_past_its_timeout_fails_the_move_and_lets_the_writes_go() {
     let dir = tempfile::tempdir().unwrap();
     // No time at all for the last round: every move out of n1 fails at the freeze.
     let (etcd, nodes) = three_nodes(&bin, dir.path(), &["--move-freeze-timeout-ms", "0"]).await;
-    let keys = keys_of_moved(&nodes, 8);
-    let http = client();
-    for key in &keys {
-        assert_eq!(http.put(nodes.server("n2").kv(key)).body("before").send().await.unwrap().status(), 201);
-    }
+    let keys = written(&nodes, 8).await;
 
     let out = shardlite(&["cluster", "move", "0", "n3", "--etcd", &etcd.endpoints]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("within the freeze's 0 ms") && stderr.contains("not changed"), "{stderr}");
 
-    let map = get_json(&nodes.server("n3").at("/cluster")).await;
-    assert_eq!((map["version"].as_u64(), map["owners"][0].as_str()), (Some(1), Some("n1")));
-    for key in &keys {
-        let put = http.put(nodes.server("n3").kv(key)).body("after").send().await.unwrap();
-        assert_eq!(put.status(), 200, "writes to the partition go on at its owner");
-    }
-    assert_eq!(records(nodes.server("n1")).await[MOVED as usize], keys.len() as u64);
+    assert_unmoved(&nodes, "n3", &keys).await;
     // The move ended on n1: it notes no more changes for it.
-    let changes = http.get(nodes.server("n1").at("/admin/move/records?partition=0&part=changes")).send().await.unwrap();
+    let changes =
+        client().get(nodes.server("n1").at("/admin/move/records?partition=0&part=changes")).send().await.unwrap();
     assert_eq!(changes.status(), 409, "{}", changes.text().await.unwrap());
 }
