@@ -60,6 +60,8 @@ fn writes_updates_and_deletes_during_the_copy_all_reach_the_new_owner() {
         (0..50).for_each(|i| put(&source, i, 2));
         (250..300).for_each(|i| delete(&source, i));
 
+        source.begin_departure(0).unwrap();
+        assert!(source.begin_departure(0).unwrap_err().to_string().contains("under way"), "one move at a time");
         // During the copy: updates, deletes, new keys, and a key deleted and written again.
         send(&source, &target, MovePart::Copy, || {
             (0..20).for_each(|i| put(&source, i, 3));

@@ -127,9 +127,12 @@ pub struct Export {
     pub chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
 }
 
-/// The steps of a partition moving away from this node, after its copy was sent.
+/// The steps of a partition moving away from this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Departure {
+    /// A move begins: note the ids writes change; refused while another move of the
+    /// partition is under way.
+    Starting,
     /// The map is about to name the new owner: stop noting changes, take nothing back in.
     Leaving,
     /// The move failed: the partition stays, as it is.

@@ -178,14 +178,16 @@ impl Backend for SqliteBackend {
         Box::pin(async move {
             existing(&store, partition)?;
             let run = move || match step {
-                Departure::Leaving => store.leave_partition(partition).map(|()| 0),
-                Departure::Kept => store.keep_partition(partition).map(|()| 0),
-                Departure::Gone => store.drop_partition(partition),
+                Departure::Starting => {
+                    store.begin_departure(partition).map(|()| 0).map_err(|err| BackendError::Conflict(err.to_string()))
+                }
+                Departure::Leaving => store.leave_partition(partition).map(|()| 0).map_err(BackendError::from),
+                Departure::Kept => store.keep_partition(partition).map(|()| 0).map_err(BackendError::from),
+                Departure::Gone => store.drop_partition(partition).map_err(BackendError::from),
             };
             tokio::task::spawn_blocking(run)
                 .await
-                .map_err(|e| BackendError::Internal(format!("ending the move of the partition failed: {e}")))?
-                .map_err(BackendError::from)
+                .map_err(|e| BackendError::Internal(format!("a step of the partition's move failed: {e}")))?
         })
     }
 

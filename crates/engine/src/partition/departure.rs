@@ -1,5 +1,5 @@
-//! A partition leaving this node (docs/cluster.md, "Moving a partition"): while a move copies
-//! it to its new owner, the writer notes the id of every record each commit inserts, updates
+//! A partition leaving this node (docs/cluster.md, "Moving a partition"): claimed by one move
+//! at a time; while it copies the partition to its new owner, the writer notes the id of every record each commit inserts, updates
 //! or deletes, so that each round of catching up sends only what changed since the last one
 //! (deletes included: an id noted and no longer found is sent as deleted). Once the map names
 //! the new owner the partition is `Leaving` until its stale copy here is emptied, and no move
@@ -34,10 +34,26 @@ impl Departure {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Starts noting changes, from an empty set (a copy starts). Called on the writer thread,
-    /// between two rounds, so that no commit under way escapes both the copy and the notes.
+    /// A move of the partition away begins: noting starts, unless another move is under way
+    /// (then `false`, and nothing changes).
+    pub fn start(&self) -> bool {
+        let mut state = self.state();
+        match *state {
+            State::Staying => {
+                *state = State::Tracking(BTreeSet::new());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The copy starts: the ids noted so far are dropped, as the copy holds their records.
+    /// Called on the writer thread, between two rounds, just before the copy's snapshot, so
+    /// that no commit under way escapes both the copy and the notes.
     pub fn track(&self) {
-        *self.state() = State::Tracking(BTreeSet::new());
+        if let State::Tracking(set) = &mut *self.state() {
+            set.clear();
+        }
     }
 
     /// Whether commits must note the ids they change.
@@ -85,7 +101,10 @@ mod tests {
     fn ids_are_noted_only_while_tracking_and_each_round_takes_them_once() {
         let departure = Departure::default();
         departure.note(&[1]);
+        departure.track();
         assert_eq!(departure.take(), None);
+        assert!(departure.start() && !departure.start(), "one move at a time");
+        departure.note(&[7]);
         departure.track();
         departure.note(&[3, 1]);
         departure.note(&[3]);

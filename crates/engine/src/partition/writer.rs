@@ -110,8 +110,9 @@ pub enum Job {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<()>>,
     },
-    /// Start noting the ids each commit changes, for a move copying the partition away
-    /// ([`super::departure::Departure::track`]): between two rounds, so no commit escapes it.
+    /// Start the notes of the ids each commit changes over, for a move copying the partition
+    /// away ([`super::departure::Departure::track`]): between two rounds, so no commit escapes
+    /// both the copy and the notes.
     Track {
         /// The partition.
         partition: u32,

@@ -1,7 +1,8 @@
 //! A partition moving between nodes through the open store (docs/cluster.md, "Moving a
 //! partition"). On the old owner, [`Store::send_partition`] writes it as transfer streams
-//! ([`crate::transfer`]): first the copy, from one read transaction, while writes go on (the
-//! writer notes the ids they change from just before it: [`Departure`]); then, round after
+//! ([`crate::transfer`]): once [`Store::begin_departure`] has claimed it for one move, first
+//! the copy, from one read transaction, while writes go on (the writer notes the ids they
+//! change from just before it: [`Departure`]); then, round after
 //! round, the records of the ids changed since the previous stream. Once the map names the new
 //! owner, [`Store::drop_partition`] empties the stale copy. On the new owner an [`Adoption`]
 //! takes each stream in through the partition's writer ([`Adopt`]).
@@ -40,7 +41,8 @@ impl Store {
         let handle = self.partition(partition)?;
         let changed = match part {
             MovePart::Copy => {
-                // Noting starts before the snapshot: a commit the copy misses is noted.
+                // The notes start over just before the snapshot: a commit the copy misses is
+                // noted.
                 self.shared.control(partition, |reply| Job::Track { partition, reply })?;
                 None
             }
@@ -81,6 +83,16 @@ impl Store {
     /// Whether a move is copying `partition` away (the ids its commits change are noted).
     pub fn moving_away(&self, partition: u32) -> Result<bool> {
         Ok(self.partition(partition)?.departure.tracking())
+    }
+
+    /// A move of `partition` away begins: the ids its commits change are noted from now on.
+    /// Refused while another move of it is under way (two at once would share one set of
+    /// notes, and each take the other's changes).
+    pub fn begin_departure(&self, partition: u32) -> Result<()> {
+        match self.partition(partition)?.departure.start() {
+            true => Ok(()),
+            false => Err(Error::Move(format!("a move of partition {partition} away from this node is under way"))),
+        }
     }
 
     /// The map is about to name another owner of `partition`: stop noting its changes, and

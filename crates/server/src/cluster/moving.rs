@@ -16,7 +16,10 @@
 //! A move that fails at any step leaves the map as it was and unfreezes the partition; the
 //! target empties what it took in when its own step fails.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -77,7 +80,15 @@ struct Adopted {
 }
 
 /// `POST /admin/move?partition=P&to=NODE`: moves partition `P`, owned by this node, to `NODE`.
-pub async fn run(state: &State, req: Request<Incoming>) -> Result<Response, ApiError> {
+/// The move runs to its end in a task of its own even if the client goes away, so that the
+/// partition never stays frozen, or claimed by a move no one finishes.
+pub async fn run(state: Arc<State>, req: Request<Incoming>) -> Result<Response, ApiError> {
+    tokio::spawn(async move { move_partition(&state, req).await })
+        .await
+        .map_err(|e| internal(format!("the move failed: {e}")))?
+}
+
+async fn move_partition(state: &State, req: Request<Incoming>) -> Result<Response, ApiError> {
     let cluster = node_of_cluster(state)?;
     let query = req.uri().query().unwrap_or_default();
     let partition = partition_of(cluster, query)?;
@@ -100,6 +111,7 @@ pub async fn run(state: &State, req: Request<Incoming>) -> Result<Response, ApiE
     };
     let target = Owner { partition, node: to.clone(), address: address.clone(), map_version: view.map.version };
     let started = Instant::now();
+    state.backend.depart(partition, Departure::Starting).await.map_err(|err| conflict(err.to_string()))?;
     let copied = ask_adopt(cluster, &target, "", &req).await;
     let copied = match copied {
         Ok(copied) => copied,
