@@ -112,6 +112,8 @@ impl PartitionWriter {
 
     /// Applies a round of changes in one transaction, the index as a commit keeps it: the
     /// deletions first, so that a key deleted and written again (a new id) never has two rows.
+    /// A round split over several transactions keeps that order too: a round is in id order,
+    /// and a key's new id is always above its old one.
     fn apply_changes(&mut self, changes: &[Moved]) -> Result<()> {
         let hashed = self.partition.mode == IndexMode::Hash;
         let floor = self.partition.index.as_ref().map_or(0, |i| i.tombstone_floor());
