@@ -3,7 +3,8 @@
 # `src` owning the one partition of the cluster (RECORDS DB-A records loaded into it), a spare
 # node `dst`; a load client PUTs new keys through `src` on CONNS connections, one request at a
 # time each, while `shardlite cluster move 0 dst --json` runs; then it prints the move's summary
-# (records, bytes, seconds, the server's write pause) and the client's view: PUTs acknowledged,
+# (records, bytes, rounds of changes, seconds, the server's write pause, the stale copy
+# dropped), the data directories' sizes after it, and the client's view: PUTs acknowledged,
 # refused, and the longest a single PUT took (the pause as a client sees it).
 #
 # usage: scripts/cluster-move-measure.sh    env: RECORDS (1000000), CONNS (4), BIN, ETCD
@@ -36,26 +37,30 @@ url, conns, stop = urllib.parse.urlparse(sys.argv[1]), int(sys.argv[2]), sys.arg
 results = []
 def run(t):
     c = http.client.HTTPConnection(url.hostname, url.port)
-    ok = bad = 0; longest = 0.0; n = t
+    ok = bad = 0; longest = (0.0, 0.0); n = t
     while not os.path.exists(stop):
         key = ("%032d" % n).encode().hex(); n += conns
         start = time.monotonic()
         c.request("PUT", "/kv/" + key, body=b"v" * 32)
         r = c.getresponse(); r.read()
-        longest = max(longest, time.monotonic() - start)
+        longest = max(longest, (time.monotonic() - start, time.time()))
         if r.status in (200, 201): ok += 1
         else: bad += 1
     results.append((ok, bad, longest))
 threads = [threading.Thread(target=run, args=(t,)) for t in range(conns)]
 for t in threads: t.start()
 for t in threads: t.join()
-print("client: %d PUTs acknowledged, %d refused, longest PUT %.1f ms" %
-      (sum(r[0] for r in results), sum(r[1] for r in results), max(r[2] for r in results) * 1e3))
+took, at = max(r[2] for r in results)
+print("client: %d PUTs acknowledged, %d refused, longest PUT %.1f ms (answered at %.3f)" %
+      (sum(r[0] for r in results), sum(r[1] for r in results), took * 1e3, at))
 PY
 load=$!
 sleep 2
+asked=$(date +%s.%N)
 "$bin" cluster move 0 dst --etcd "$endpoint" --json
+echo "move asked at $asked, answered at $(date +%s.%N)"
 sleep 2
 touch "$dir/stop"
 wait "$load"
+du -sh "$dir/src" "$dir/dst"
 cat "$dir/load.txt"

@@ -1,13 +1,17 @@
 //! The stream a partition moves in between nodes (docs/cluster.md, "Moving a partition"), byte
 //! by byte: every record with its id and counter, so the new owner keeps the partition's
 //! versions, and the partition's `next_id`, so it never hands out an id the old owner gave.
+//! One stream is either the whole partition (the copy) or the records changed since the last
+//! stream (a round of catching up): the same layout, where a change may also say that the
+//! record of an id is gone (counter 0: a record's counter starts at 1).
 //!
 //! ```text
-//! magic   "SHLTMV1\n"                                                  8 bytes
-//! next_id u64
+//! magic   "SHLTMV2\n"                                                  8 bytes
+//! next_id u64, live u64 (the partition's records at the stream's moment)
 //! record  id u32 (never 0), counter u64, key length u32, value length u32, key, value
+//!         (counter 0, lengths 0: the record of this id is deleted)
 //! ...
-//! end     id 0 u32, records u64, crc32c u32 of every byte before it     (little-endian)
+//! end     id 0 u32, entries u64, crc32c u32 of every byte before it     (little-endian)
 //! ```
 //!
 //! A stream cut short has no end; a damaged one fails its checksum: [`Decoder::finish`] refuses
@@ -16,20 +20,20 @@
 use crate::{Error, Result};
 
 /// The stream's first 8 bytes.
-pub const MAGIC: &[u8; 8] = b"SHLTMV1\n";
-/// Bytes before the first record: the magic and `next_id`.
-const START: usize = MAGIC.len() + 8;
+pub const MAGIC: &[u8; 8] = b"SHLTMV2\n";
+/// Bytes before the first record: the magic, `next_id` and `live`.
+const START: usize = MAGIC.len() + 16;
 /// Bytes of a record's header: id u32, counter u64, key length u32, value length u32.
 const HEADER: usize = 20;
 /// Bytes of the end after its id 0: the record count u64 and the crc32c u32.
 const END: usize = 12;
 
-/// One record of a moving partition.
+/// One record of a moving partition, or (counter 0) the deletion of one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Moved {
     /// Its id in the partition.
     pub id: u32,
-    /// Its update counter.
+    /// Its update counter; 0: the record of `id` is deleted (key and value empty).
     pub counter: u64,
     /// The key.
     pub key: Vec<u8>,
@@ -45,11 +49,13 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// Appends the stream's start, for a partition whose next id is `next_id`.
-    pub fn start(&mut self, out: &mut Vec<u8>, next_id: u64) {
+    /// Appends the stream's start, for a partition whose next id is `next_id` and which holds
+    /// `live` records.
+    pub fn start(&mut self, out: &mut Vec<u8>, next_id: u64, live: u64) {
         let from = out.len();
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&next_id.to_le_bytes());
+        out.extend_from_slice(&live.to_le_bytes());
         self.sum(&out[from..]);
     }
 
@@ -66,6 +72,16 @@ impl Encoder {
         self.records += 1;
     }
 
+    /// Appends the deletion of the record of `id`.
+    pub fn deleted(&mut self, out: &mut Vec<u8>, id: u32) {
+        self.record(out, id, 0, &[], &[]);
+    }
+
+    /// Entries appended so far.
+    pub fn entries(&self) -> u64 {
+        self.records
+    }
+
     /// Appends the end.
     pub fn end(mut self, out: &mut Vec<u8>) {
         let from = out.len();
@@ -80,12 +96,24 @@ impl Encoder {
     }
 }
 
+/// What a whole stream said of its partition ([`Decoder::finish`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    /// The partition's next id.
+    pub next_id: u64,
+    /// Its records at the stream's moment.
+    pub live: u64,
+    /// The stream's entries (records and deletions).
+    pub entries: u64,
+}
+
 /// Reads a stream that arrives in pieces of any size.
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: Vec<u8>,
     crc: u32,
-    next_id: Option<u64>,
+    /// `next_id` and `live`, once the start is read.
+    start: Option<(u64, u64)>,
     records: u64,
     ended: Option<[u8; END]>,
 }
@@ -96,14 +124,14 @@ impl Decoder {
         self.buf.extend_from_slice(piece);
         let mut at = 0;
         let mut out = Vec::new();
-        if self.next_id.is_none() {
+        if self.start.is_none() {
             if self.buf.len() < START {
                 return Ok(out);
             }
             if &self.buf[..MAGIC.len()] != MAGIC {
-                return Err(damaged("it does not start as a partition transfer"));
+                return Err(damaged("it does not start as a partition transfer of this version"));
             }
-            self.next_id = Some(u64_at(&self.buf, MAGIC.len()));
+            self.start = Some((u64_at(&self.buf, MAGIC.len()), u64_at(&self.buf, MAGIC.len() + 8)));
             at = START;
         }
         while self.ended.is_none() && self.buf.len() - at >= 4 {
@@ -141,10 +169,9 @@ impl Decoder {
         Ok(out)
     }
 
-    /// The stream is over: its `next_id` and record count, once its end and checksum are
-    /// found whole and right.
-    pub fn finish(self) -> Result<(u64, u64)> {
-        let (Some(next_id), Some(end)) = (self.next_id, self.ended) else {
+    /// The stream is over: what it said, once its end and checksum are found whole and right.
+    pub fn finish(self) -> Result<Received> {
+        let (Some((next_id, live)), Some(end)) = (self.start, self.ended) else {
             return Err(damaged("it ended before its end marker (cut short)"));
         };
         let records = u64_at(&end, 0);
@@ -155,7 +182,7 @@ impl Decoder {
                 self.records, self.crc
             )));
         }
-        Ok((next_id, records))
+        Ok(Received { next_id, live, entries: records })
     }
 }
 
@@ -177,9 +204,10 @@ mod tests {
 
     fn stream() -> Vec<u8> {
         let (mut out, mut enc) = (Vec::new(), Encoder::default());
-        enc.start(&mut out, 42);
+        enc.start(&mut out, 42, 2);
         enc.record(&mut out, 3, 7, b"key", b"value");
         enc.record(&mut out, 9, 1, b"k2", b"");
+        enc.deleted(&mut out, 5);
         enc.end(&mut out);
         out
     }
@@ -190,9 +218,10 @@ mod tests {
         for size in [1, 2, 5, 19, bytes.len()] {
             let mut dec = Decoder::default();
             let records: Vec<Moved> = bytes.chunks(size).flat_map(|c| dec.push(c).unwrap()).collect();
-            assert_eq!(records.len(), 2);
+            assert_eq!(records.len(), 3);
             assert_eq!(records[0], Moved { id: 3, counter: 7, key: b"key".to_vec(), value: b"value".to_vec() });
-            assert_eq!(dec.finish().unwrap(), (42, 2));
+            assert_eq!(records[2], Moved { id: 5, counter: 0, key: Vec::new(), value: Vec::new() });
+            assert_eq!(dec.finish().unwrap(), Received { next_id: 42, live: 2, entries: 3 });
         }
     }
 
@@ -203,10 +232,10 @@ mod tests {
         cut.push(&bytes[..bytes.len() - 1]).unwrap();
         assert!(cut.finish().unwrap_err().to_string().contains("damaged"));
         let mut flipped = bytes.clone();
-        flipped[MAGIC.len() + 8 + HEADER] ^= 1;
+        flipped[START + HEADER] ^= 1;
         let mut dec = Decoder::default();
         dec.push(&flipped).unwrap();
         assert!(dec.finish().unwrap_err().to_string().contains("crc32c"));
-        assert!(Decoder::default().push(b"not a stream at all").is_err());
+        assert!(Decoder::default().push(b"not a partition transfer stream at all").is_err());
     }
 }

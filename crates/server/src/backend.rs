@@ -9,7 +9,8 @@
 use std::{future::Future, path::PathBuf, pin::Pin};
 
 use shardlite_engine::{
-    backup::BackupOptions, CompactReport, Op, Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN,
+    backup::BackupOptions, transfer::Received, CompactReport, MovePart, Op, Outcome, PartitionCheck, Record, Version,
+    MAX_KEY_LEN,
 };
 
 use crate::{backup_status::BackupStatus, figures::Figures};
@@ -126,6 +127,20 @@ pub struct Export {
     pub chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
 }
 
+/// The steps of a partition moving away from this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Departure {
+    /// A move begins: note the ids writes change; refused while another move of the
+    /// partition is under way.
+    Starting,
+    /// The map is about to name the new owner: stop noting changes, take nothing back in.
+    Leaving,
+    /// The move failed: the partition stays, as it is.
+    Kept,
+    /// The map names the new owner: empty the stale copy here.
+    Gone,
+}
+
 /// Storage as the HTTP server sees it. Implementations must not block the async runtime.
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Which backend this is (`"sqlite"`, `"postgres"`): the `backend` field of `/stats`.
@@ -169,23 +184,32 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         })
     }
 
-    /// Every record of `partition` with its id and counter, and its `next_id`, from one
-    /// consistent snapshot, streamed as a transfer (`shardlite_engine::transfer`) for a move
-    /// to another node.
-    fn send_partition(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
-        let _ = partition;
+    /// `part` of `partition` as a transfer stream (`shardlite_engine::transfer`) for a move to
+    /// another node: the copy (every record with its id and counter, and its `next_id`, from
+    /// one consistent snapshot, while writes go on), or the records changed since the last
+    /// stream.
+    fn send_partition(&self, partition: u32, part: MovePart) -> BoxFuture<'_, BackendResult<Export>> {
+        let _ = (partition, part);
         Box::pin(async move { Err(self.no_moves()) })
     }
 
-    /// Takes `partition` in from another node, from the `chunks` of its transfer stream, in
-    /// place of whatever it held; a stream that fails or is damaged leaves it empty. Resolves to
-    /// the records taken in.
+    /// Takes `part` of `partition` in from another node, from the `chunks` of its transfer
+    /// stream: the copy in place of whatever it held, or a round of changes on top of it; a
+    /// stream that fails or is damaged leaves it empty. Resolves to what the stream said.
     fn adopt(
         &self,
         partition: u32,
+        part: MovePart,
         chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-    ) -> BoxFuture<'_, BackendResult<u64>> {
-        let _ = (partition, chunks);
+    ) -> BoxFuture<'_, BackendResult<Received>> {
+        let _ = (partition, part, chunks);
+        Box::pin(async move { Err(self.no_moves()) })
+    }
+
+    /// The next step of `partition` moving away from this node. Resolves to the records
+    /// emptied ([`Departure::Gone`]; else 0).
+    fn depart(&self, partition: u32, step: Departure) -> BoxFuture<'_, BackendResult<u64>> {
+        let _ = (partition, step);
         Box::pin(async move { Err(self.no_moves()) })
     }
 

@@ -58,6 +58,11 @@ pub struct ServerOptions {
     #[serde(rename = "shutdown_grace_ms", with = "millis")]
     #[cfg_attr(feature = "cli", arg(id = "shutdown_grace_ms", long = "shutdown-grace-ms", value_name = "SHUTDOWN_GRACE_MS", value_parser = millis::parse))]
     pub shutdown_grace: Duration,
+    /// Longest a partition move may hold the partition's writes on a cluster node, ms: the
+    /// last round of changes and the map's change; past it the move fails, the map unchanged.
+    #[serde(rename = "move_freeze_timeout_ms", with = "millis")]
+    #[cfg_attr(feature = "cli", arg(id = "move_freeze_timeout_ms", long = "move-freeze-timeout-ms", value_name = "MOVE_FREEZE_TIMEOUT_MS", value_parser = millis::parse))]
+    pub move_freeze_timeout: Duration,
     /// Log one line per request.
     // At `info`, target `shardlite_server::request`.
     #[cfg_attr(feature = "cli", arg(long))]
@@ -79,6 +84,7 @@ impl Default for ServerOptions {
             batch_max_bytes: 16 << 20,
             request_log: false,
             shutdown_grace: Duration::from_secs(30),
+            move_freeze_timeout: Duration::from_secs(1),
         }
     }
 }

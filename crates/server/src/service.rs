@@ -85,7 +85,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         Route::OpenApi => Ok(openapi::handle()),
         Route::AdminCompact => admin::compact(state).await,
         Route::Cluster => cluster::route::map(state),
-        Route::AdminMove => cluster::moving::run(state, req).await,
+        Route::AdminMove => cluster::moving::run(Arc::clone(state), req).await,
         Route::AdminMoveRecords => cluster::moving::records(state, req.uri().query()).await,
         Route::AdminAdopt => cluster::moving::adopt(state, req).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),

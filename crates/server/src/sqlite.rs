@@ -6,12 +6,12 @@ use std::{path::PathBuf, sync::Arc};
 
 use bytes::Bytes;
 use shardlite_engine::{
-    backup::BackupOptions, bin_format, Adoption, CompactReport, Error as EngineError, Op, Outcome, PartitionCheck,
-    Record, Store,
+    backup::BackupOptions, bin_format, transfer::Received, Adoption, CompactReport, Error as EngineError, MovePart, Op,
+    Outcome, PartitionCheck, Record, Store,
 };
 
 use crate::{
-    backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
+    backend::{Backend, BackendError, BackendResult, BoxFuture, Departure, Export, KeyPage},
     backup_job::BackupJob,
     backup_status::BackupStatus,
     figures::{Figures, SqliteFigures},
@@ -67,10 +67,15 @@ impl SqliteBackend {
     }
 }
 
-/// Takes partition `partition` in from the `chunks` of a transfer stream; on any failure the
-/// partition is emptied again. The records taken in.
-fn adopt(store: &Store, partition: u32, mut chunks: tokio::sync::mpsc::Receiver<Bytes>) -> Result<u64, EngineError> {
-    let mut adoption = store.adopt(partition)?;
+/// Takes `part` of partition `partition` in from the `chunks` of a transfer stream; on any
+/// failure the partition is emptied again. What the stream said.
+fn adopt(
+    store: &Store,
+    partition: u32,
+    part: MovePart,
+    mut chunks: tokio::sync::mpsc::Receiver<Bytes>,
+) -> Result<Received, EngineError> {
+    let mut adoption = store.adopt(partition, part)?;
     let mut pull = || {
         while let Some(piece) = chunks.blocking_recv() {
             adoption.push(store, &piece)?;
@@ -131,14 +136,19 @@ impl Backend for SqliteBackend {
         })
     }
 
-    fn send_partition(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
+    fn send_partition(&self, partition: u32, part: MovePart) -> BoxFuture<'_, BackendResult<Export>> {
         let store = Arc::clone(&self.store);
         Box::pin(async move {
             let partitions = existing(&store, partition)?;
+            if part == MovePart::Changes && !store.moving_away(partition)? {
+                return Err(BackendError::Conflict(format!(
+                    "no move is copying partition {partition} away: its changes are not noted"
+                )));
+            }
             let (sender, chunks) = tokio::sync::mpsc::channel(EXPORT_AHEAD);
             tokio::task::spawn_blocking(move || {
                 let send = |piece: Vec<u8>| sender.blocking_send(Bytes::from(piece)).map_err(|_| EngineError::Closed);
-                match store.send_partition(partition, EXPORT_CHUNK, send) {
+                match store.send_partition(partition, part, EXPORT_CHUNK, send) {
                     Ok(()) | Err(EngineError::Closed) => {}
                     Err(err) => tracing::warn!(partition, %err, "sending the partition for a move stopped"),
                 }
@@ -147,14 +157,37 @@ impl Backend for SqliteBackend {
         })
     }
 
-    fn adopt(&self, partition: u32, chunks: tokio::sync::mpsc::Receiver<Bytes>) -> BoxFuture<'_, BackendResult<u64>> {
+    fn adopt(
+        &self,
+        partition: u32,
+        part: MovePart,
+        chunks: tokio::sync::mpsc::Receiver<Bytes>,
+    ) -> BoxFuture<'_, BackendResult<Received>> {
         let store = Arc::clone(&self.store);
         Box::pin(async move {
             existing(&store, partition)?;
-            tokio::task::spawn_blocking(move || adopt(&store, partition, chunks))
+            tokio::task::spawn_blocking(move || adopt(&store, partition, part, chunks))
                 .await
                 .map_err(|e| BackendError::Internal(format!("taking the partition in failed: {e}")))?
                 .map_err(BackendError::from)
+        })
+    }
+
+    fn depart(&self, partition: u32, step: Departure) -> BoxFuture<'_, BackendResult<u64>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            existing(&store, partition)?;
+            let run = move || match step {
+                Departure::Starting => {
+                    store.begin_departure(partition).map(|()| 0).map_err(|err| BackendError::Conflict(err.to_string()))
+                }
+                Departure::Leaving => store.leave_partition(partition).map(|()| 0).map_err(BackendError::from),
+                Departure::Kept => store.keep_partition(partition).map(|()| 0).map_err(BackendError::from),
+                Departure::Gone => store.drop_partition(partition).map_err(BackendError::from),
+            };
+            tokio::task::spawn_blocking(run)
+                .await
+                .map_err(|e| BackendError::Internal(format!("a step of the partition's move failed: {e}")))?
         })
     }
 

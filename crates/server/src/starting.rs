@@ -8,10 +8,12 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
-use shardlite_engine::{backup::BackupOptions, CompactReport, Op, Outcome, PartitionCheck, Record};
+use shardlite_engine::{
+    backup::BackupOptions, transfer::Received, CompactReport, MovePart, Op, Outcome, PartitionCheck, Record,
+};
 
 use crate::{
-    backend::{Backend, BackendError, BackendResult, BoxFuture, Export, KeyPage},
+    backend::{Backend, BackendError, BackendResult, BoxFuture, Departure, Export, KeyPage},
     backup_status::BackupStatus,
     figures::Figures,
 };
@@ -73,16 +75,21 @@ impl Backend for Starting {
         Box::pin(async move { self.opened()?.export(partition).await })
     }
 
-    fn send_partition(&self, partition: u32) -> BoxFuture<'_, BackendResult<Export>> {
-        Box::pin(async move { self.opened()?.send_partition(partition).await })
+    fn send_partition(&self, partition: u32, part: MovePart) -> BoxFuture<'_, BackendResult<Export>> {
+        Box::pin(async move { self.opened()?.send_partition(partition, part).await })
     }
 
     fn adopt(
         &self,
         partition: u32,
+        part: MovePart,
         chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-    ) -> BoxFuture<'_, BackendResult<u64>> {
-        Box::pin(async move { self.opened()?.adopt(partition, chunks).await })
+    ) -> BoxFuture<'_, BackendResult<Received>> {
+        Box::pin(async move { self.opened()?.adopt(partition, part, chunks).await })
+    }
+
+    fn depart(&self, partition: u32, step: Departure) -> BoxFuture<'_, BackendResult<u64>> {
+        Box::pin(async move { self.opened()?.depart(partition, step).await })
     }
 
     fn check(&self) -> BoxFuture<'_, BackendResult<Vec<PartitionCheck>>> {

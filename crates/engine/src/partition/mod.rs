@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod compact;
+pub mod departure;
 pub mod fresh;
 pub mod readers;
 pub mod recovery;
@@ -33,6 +34,7 @@ use crate::{
     ops::{Record, Version},
     Config, Error, Manifest, Result,
 };
+use departure::Departure;
 use readers::ReadPool;
 use recovery::{recover, PartitionLog, Recovered};
 
@@ -72,6 +74,8 @@ pub struct Partition {
     long_read_bound: u32,
     /// Long reads under way ([`Self::long_read`]).
     long_reads: AtomicU32,
+    /// Whether a move is taking the partition away, and what changed meanwhile.
+    pub departure: Departure,
 }
 
 /// A long read under way: counted until dropped.
@@ -160,6 +164,7 @@ impl Partition {
                 false => 0,
             },
             long_reads: AtomicU32::new(0),
+            departure: Departure::default(),
         });
         partition.counters.records.store(records, Ordering::Relaxed);
         Ok((partition, WriterStart { conn, next_id, records, lost }))

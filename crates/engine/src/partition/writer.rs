@@ -111,6 +111,15 @@ pub enum Job {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<()>>,
     },
+    /// Start the notes of the ids each commit changes over, for a move copying the partition
+    /// away ([`super::departure::Departure::track`]): between two rounds, so no commit escapes
+    /// both the copy and the notes.
+    Track {
+        /// The partition.
+        partition: u32,
+        /// Answered once noting has started.
+        reply: oneshot::Sender<()>,
+    },
     /// Freeze the recent index now (a forced merge); answers whether anything was frozen.
     Freeze {
         /// The partition.
@@ -156,6 +165,17 @@ struct Tx {
     tombstone_floor: u64,
     /// What the transaction did, for the commit log (when there is one).
     log: Option<TxBuilder>,
+    /// Ids it inserted, updated or deleted, while a move copies the partition away.
+    changed: Option<Vec<u32>>,
+}
+
+impl Tx {
+    /// Notes that the record of `id` changed, if a move wants to know.
+    fn changed(&mut self, id: u32) {
+        if let Some(changed) = &mut self.changed {
+            changed.push(id);
+        }
+    }
 }
 
 /// Where a transaction's record is in the commit log, `(lsn, end)`, and whether the transaction
@@ -352,6 +372,7 @@ impl PartitionWriter {
             removed: Vec::new(),
             tombstone_floor: self.partition.index.as_ref().map_or(0, |i| i.tombstone_floor()),
             log: logging.then(TxBuilder::default),
+            changed: self.partition.departure.tracking().then(Vec::new),
         };
         sql::begin(&self.conn, tx_mode)?;
         let run = (|| {
@@ -401,6 +422,7 @@ impl PartitionWriter {
                 if let Some(log) = &mut tx.log {
                     log.update(id, counter, value);
                 }
+                tx.changed(id);
                 tx.overlay.insert(key.clone(), Some((id, counter)));
                 Ok(Ok(Outcome::Written(Written { version: self.partition.version(id, counter), created: false })))
             }
@@ -416,6 +438,7 @@ impl PartitionWriter {
                 if let Some(log) = &mut tx.log {
                     log.delete(id);
                 }
+                tx.changed(id);
                 if hashed && !tombstone {
                     tx.removed.push(entry(fp, id));
                 }
@@ -434,6 +457,7 @@ impl PartitionWriter {
         if let Some(log) = &mut tx.log {
             log.insert(id, 1, key, value);
         }
+        tx.changed(id);
         tx.next_id += 1;
         tx.records += 1;
         let written = Outcome::Written(Written { version: self.partition.version(id, 1), created: true });
@@ -483,6 +507,9 @@ impl PartitionWriter {
         }
         if let Some(index) = &self.partition.index {
             index.apply(&tx.added, &tx.removed, tx.next_id - 1);
+        }
+        if let Some(changed) = tx.changed.as_deref().filter(|c| !c.is_empty()) {
+            self.partition.departure.note(changed);
         }
     }
 
@@ -658,6 +685,10 @@ impl WriterThread {
                 // A partition taken in fills its WAL as writes would: checkpointed the same way.
                 checkpoints.want(&writer.partition, checkpointer::threshold(&config));
                 let _ = reply.send(adopted);
+            }
+            Job::Track { partition, reply } => {
+                self.writer(partition).partition.departure.track();
+                let _ = reply.send(());
             }
             Job::Freeze { partition, reply } => {
                 let froze = self.writer(partition).partition.index.as_ref().is_some_and(|i| i.freeze_if(1));

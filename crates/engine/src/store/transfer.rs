@@ -1,48 +1,134 @@
 //! A partition moving between nodes through the open store (docs/cluster.md, "Moving a
-//! partition"): [`Store::send_partition`] writes it as a transfer stream ([`crate::transfer`])
-//! on the old owner, an [`Adoption`] takes one in on the new owner through the partition's
-//! writer ([`Adopt`]).
+//! partition"). On the old owner, [`Store::send_partition`] writes it as transfer streams
+//! ([`crate::transfer`]): once [`Store::begin_departure`] has claimed it for one move, first
+//! the copy, from one read transaction, while writes go on (the writer notes the ids they
+//! change from just before it: [`Departure`]); then, round after
+//! round, the records of the ids changed since the previous stream. Once the map names the new
+//! owner, [`Store::drop_partition`] empties the stale copy. On the new owner an [`Adoption`]
+//! takes each stream in through the partition's writer ([`Adopt`]).
+//!
+//! [`Departure`]: crate::partition::departure::Departure
 
 use super::Store;
 use crate::{
     partition::{sql, writer::Adopt, writer::Job},
-    transfer::{Decoder, Encoder, Moved},
-    Result,
+    transfer::{Decoder, Encoder, Moved, Received},
+    Error, Result,
 };
 
 /// Bytes of records an adoption inserts per transaction.
 const ADOPT_BATCH: usize = 4 << 20;
 
+/// Which stream of a move: the whole partition, or what changed since the last stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MovePart {
+    /// Every record, from one snapshot; the writer notes changes from just before it.
+    Copy,
+    /// The records of the ids changed since the previous stream (deletions included).
+    Changes,
+}
+
 impl Store {
-    /// Writes partition `partition` as a transfer stream, from one read transaction (the
-    /// records and `next_id` of one moment), handing `send` pieces of about `piece` bytes.
+    /// Writes `part` of partition `partition` as a transfer stream, from one read transaction,
+    /// handing `send` pieces of about `piece` bytes.
     pub fn send_partition(
         &self,
         partition: u32,
+        part: MovePart,
         piece: usize,
         mut send: impl FnMut(Vec<u8>) -> Result<()>,
     ) -> Result<()> {
-        let part = self.partition(partition)?;
-        let _reading = part.long_read();
-        let conn = part.readers.open_own()?;
-        let (next_id, _) = sql::begin_snapshot(&conn)?;
-        let (mut out, mut encoder) = (Vec::with_capacity(piece + 4096), Encoder::default());
-        encoder.start(&mut out, next_id);
-        sql::scan_records(&conn, 0, u64::MAX, true, |id, key, counter, value| {
-            encoder.record(&mut out, id, counter, key, value);
-            match out.len() >= piece {
-                true => send(std::mem::replace(&mut out, Vec::with_capacity(piece + 4096))),
-                false => Ok(()),
+        let handle = self.partition(partition)?;
+        let changed = match part {
+            MovePart::Copy => {
+                // The notes start over just before the snapshot: a commit the copy misses is
+                // noted.
+                self.shared.control(partition, |reply| Job::Track { partition, reply })?;
+                None
             }
-        })?;
+            MovePart::Changes => Some(handle.departure.take().ok_or_else(|| {
+                Error::Move(format!("partition {partition} is not being copied: its copy must be asked for first"))
+            })?),
+        };
+        // A round of changes reads few records: it need not wait for the WAL to start over
+        // (the last round runs under the freeze).
+        let _reading = changed.is_none().then(|| handle.long_read());
+        let conn = handle.readers.open_own()?;
+        let (next_id, live) = sql::begin_snapshot(&conn)?;
+        let (mut out, mut encoder) = (Vec::with_capacity(piece + 4096), Encoder::default());
+        encoder.start(&mut out, next_id, live);
+        let mut pass = |out: &mut Vec<u8>| match out.len() >= piece {
+            true => send(std::mem::replace(out, Vec::with_capacity(piece + 4096))),
+            false => Ok(()),
+        };
+        match changed {
+            None => sql::scan_records(&conn, 0, u64::MAX, true, |id, key, counter, value| {
+                encoder.record(&mut out, id, counter, key, value);
+                pass(&mut out)
+            })?,
+            Some(ids) => {
+                for id in ids {
+                    match sql::row_by_id(&conn, id)? {
+                        Some(row) => encoder.record(&mut out, id, row.counter, &row.key, &row.value),
+                        None => encoder.deleted(&mut out, id),
+                    }
+                    pass(&mut out)?;
+                }
+            }
+        }
         encoder.end(&mut out);
         send(out)
     }
 
-    /// Starts taking partition `partition` in from another node: empties it first.
-    pub fn adopt(&self, partition: u32) -> Result<Adoption> {
-        self.adopt_step(partition, Adopt::Empty)?;
-        Ok(Adoption { partition, decoder: Decoder::default(), pending: Vec::new(), pending_bytes: 0 })
+    /// Whether a move is copying `partition` away (the ids its commits change are noted).
+    pub fn moving_away(&self, partition: u32) -> Result<bool> {
+        Ok(self.partition(partition)?.departure.tracking())
+    }
+
+    /// A move of `partition` away begins: the ids its commits change are noted from now on.
+    /// Refused while another move of it is under way (two at once would share one set of
+    /// notes, and each take the other's changes).
+    pub fn begin_departure(&self, partition: u32) -> Result<()> {
+        match self.partition(partition)?.departure.start() {
+            true => Ok(()),
+            false => Err(Error::Move(format!("a move of partition {partition} away from this node is under way"))),
+        }
+    }
+
+    /// The map is about to name another owner of `partition`: stop noting its changes, and
+    /// refuse to take it back in until [`Store::drop_partition`] or [`Store::keep_partition`].
+    pub fn leave_partition(&self, partition: u32) -> Result<()> {
+        self.partition(partition)?.departure.leave();
+        Ok(())
+    }
+
+    /// The move of `partition` away failed: it stays here as it is, noting nothing.
+    pub fn keep_partition(&self, partition: u32) -> Result<()> {
+        self.partition(partition)?.departure.stay();
+        Ok(())
+    }
+
+    /// `partition` has another owner now: empties the stale copy here. The records it held.
+    pub fn drop_partition(&self, partition: u32) -> Result<u64> {
+        let handle = self.partition(partition)?;
+        let records = handle.counters.records.load(std::sync::atomic::Ordering::Relaxed);
+        let emptied = self.adopt_step(partition, Adopt::Empty);
+        handle.departure.stay();
+        emptied.map(|()| records)
+    }
+
+    /// Starts taking `part` of partition `partition` in from another node: for the copy,
+    /// empties it first.
+    pub fn adopt(&self, partition: u32, part: MovePart) -> Result<Adoption> {
+        if self.partition(partition)?.departure.leaving() {
+            return Err(Error::Move(format!(
+                "partition {partition} was just given away from this node and is being emptied: move it back later"
+            )));
+        }
+        if part == MovePart::Copy {
+            self.adopt_step(partition, Adopt::Empty)?;
+        }
+        Ok(Adoption { partition, part, decoder: Decoder::default(), pending: Vec::new(), pending_bytes: 0 })
     }
 
     fn adopt_step(&self, partition: u32, step: Adopt) -> Result<()> {
@@ -51,11 +137,12 @@ impl Store {
     }
 }
 
-/// A partition being taken in: feed it the transfer stream with [`Adoption::push`], then
+/// A stream of a partition being taken in: feed it with [`Adoption::push`], then
 /// [`Adoption::finish`]; on any failure [`Adoption::abandon`] empties the partition again.
 #[derive(Debug)]
 pub struct Adoption {
     partition: u32,
+    part: MovePart,
     decoder: Decoder,
     /// Records received and not yet inserted.
     pending: Vec<Moved>,
@@ -78,17 +165,22 @@ impl Adoption {
     fn insert(&mut self, store: &Store) -> Result<()> {
         self.pending_bytes = 0;
         let records = std::mem::take(&mut self.pending);
-        store.adopt_step(self.partition, Adopt::Records(records))
+        let step = match self.part {
+            MovePart::Copy => Adopt::Records(records),
+            MovePart::Changes => Adopt::Changes(records),
+        };
+        store.adopt_step(self.partition, step)
     }
 
-    /// The stream is over: checks it whole, inserts the rest, notes the partition's `next_id`
-    /// and count durably and rebuilds its index. Returns the records taken in.
-    pub fn finish(mut self, store: &Store) -> Result<u64> {
+    /// The stream is over: checks it whole, takes in the rest, notes the partition's `next_id`
+    /// and count durably and, after the copy, rebuilds its index. What the stream said.
+    pub fn finish(mut self, store: &Store) -> Result<Received> {
         let decoder = std::mem::take(&mut self.decoder);
-        let (next_id, records) = decoder.finish()?;
+        let received = decoder.finish()?;
         self.insert(store)?;
-        store.adopt_step(self.partition, Adopt::Finish { next_id, records })?;
-        Ok(records)
+        let (next_id, records, rebuild) = (received.next_id, received.live, self.part == MovePart::Copy);
+        store.adopt_step(self.partition, Adopt::Finish { next_id, records, rebuild })?;
+        Ok(received)
     }
 
     /// Empties the partition again after a failed adoption.

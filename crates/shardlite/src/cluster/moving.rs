@@ -1,8 +1,9 @@
 //! `shardlite cluster move P NODE`: gives partition `P` to node `NODE`, its records with it,
 //! while clients go on writing (docs/cluster.md, "Moving a partition"). The partition's owner
 //! runs the move (`POST /admin/move` on it): this command finds the owner in the map and asks
-//! it, then prints what the owner reports: records and bytes moved, the time it took, how long
-//! writes to the partition were held, and the map version that names the new owner.
+//! it, then prints what the owner reports: records and bytes moved, the time it took, the
+//! rounds of changes sent while writes went on, how long writes to the partition were held for
+//! the last one, the map version that names the new owner, and the stale copy it emptied.
 
 use anyhow::Context;
 
@@ -64,13 +65,17 @@ pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
     } else {
         let figure = |name: &str| moved[name].as_f64().unwrap_or_default();
         println!(
-            "partition {p} moved from {} to {to}: {} records, {} bytes in {:.2} s; writes to it held {:.1} ms; map version {}",
+            "partition {p} moved from {} to {to}: {} records, {} bytes in {:.2} s ({} rounds of changes); \
+             writes to it held {:.1} ms for the last {} changes; map version {}; {} records of the stale copy emptied",
             owner.node,
             moved["records"],
             moved["bytes"],
             figure("seconds"),
+            moved["rounds"],
             figure("write_pause_ms"),
-            moved["map_version"]
+            moved["last_changes"],
+            moved["map_version"],
+            moved["dropped"]
         );
     }
     Ok(())

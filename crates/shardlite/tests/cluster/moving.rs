@@ -1,8 +1,9 @@
-//! `shardlite cluster move` (docs/cluster.md, "Moving a partition"): a partition moved while a
-//! writer keeps writing to it through every node loses no acknowledged write, keeps each
-//! record's id and counter (so no version is handed out twice), passes `check` on its new
-//! owner, and the old owner forwards to it afterwards; a move that fails leaves the map and
-//! the writes as they were.
+//! `shardlite cluster move` (docs/cluster.md, "Moving a partition"): a partition moved while
+//! writers keep updating, deleting and creating its keys through every node loses no
+//! acknowledged write, keeps each record's id and counter (so no version is handed out twice),
+//! passes `check` on its new owner, and the old owner forwards to it afterwards, its stale copy
+//! emptied; a move that fails (a target down, a freeze past its timeout) leaves the map and the
+//! writes as they were.
 
 use std::{
     collections::BTreeMap,
@@ -65,12 +66,41 @@ async fn write_until(urls: Vec<String>, keys: Vec<Vec<u8>>, stop: Arc<AtomicBool
     acked
 }
 
-/// A 3-member etcd and nodes n1, n2, n3 of the initial map, their data in `dir`.
-async fn three_nodes(bin: &std::path::Path, dir: &std::path::Path) -> (etcd::Etcd, Nodes) {
+/// Deletes and creates again the keys through n1, n2 and n3 in turn, one request at a time,
+/// until told to `stop`; each key's last acknowledged state: its value, or `None` (deleted).
+async fn churn_until(
+    urls: Vec<String>,
+    keys: Vec<Vec<u8>>,
+    stop: Arc<AtomicBool>,
+) -> BTreeMap<Vec<u8>, Option<String>> {
+    let http = client();
+    let mut state = BTreeMap::new();
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let key = &keys[n % keys.len()];
+        let url = format!("{}/kv/{}", urls[n % urls.len()], hex::encode(key));
+        let value = format!("churn-{n}");
+        // Each key alternates: created, deleted, created...
+        let put = (n / keys.len()).is_multiple_of(2);
+        n += 1;
+        let request = if put { http.put(&url).body(value.clone()) } else { http.delete(&url) };
+        let Ok(answer) = request.send().await else { continue };
+        match answer.status().as_u16() {
+            200 | 201 if put => state.insert(key.clone(), Some(value)),
+            200 | 204 | 404 if !put => state.insert(key.clone(), None),
+            _ => None,
+        };
+    }
+    state
+}
+
+/// A 3-member etcd and nodes n1, n2, n3 of the initial map, their data in `dir`; n1 started
+/// with `n1_flags` besides.
+async fn three_nodes(bin: &std::path::Path, dir: &std::path::Path, n1_flags: &[&str]) -> (etcd::Etcd, Nodes) {
     let etcd = etcd::Etcd::start(bin, dir).await;
     let mut nodes = Nodes::init(&etcd, &["n1", "n2", "n3"], &[]);
     for id in ["n1", "n2", "n3"] {
-        nodes.start(&etcd, id, dir, &[]).await;
+        nodes.start(&etcd, id, dir, if id == "n1" { n1_flags } else { &[] }).await;
     }
     (etcd, nodes)
 }
@@ -85,11 +115,13 @@ async fn commits(server: &Server) -> u64 {
 async fn a_partition_moves_under_writes_and_loses_nothing() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (etcd, nodes) = three_nodes(&bin, dir.path()).await;
-    let keys = keys_of_moved(&nodes, 40);
+    let (etcd, nodes) = three_nodes(&bin, dir.path(), &[]).await;
+    let all = keys_of_moved(&nodes, 50);
+    let (keys, churned) = (all[..40].to_vec(), all[40..].to_vec());
     let urls: Vec<String> = ["n1", "n2", "n3"].iter().map(|id| nodes.server(id).url.clone()).collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = tokio::spawn(write_until(urls, keys.clone(), Arc::clone(&stop)));
+    let writer = tokio::spawn(write_until(urls.clone(), keys.clone(), Arc::clone(&stop)));
+    let churner = tokio::spawn(churn_until(urls, churned.clone(), Arc::clone(&stop)));
     // Let some writes land first, so the partition holds records of several counters.
     while records(nodes.server("n1")).await[MOVED as usize] < keys.len() as u64 {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -105,6 +137,8 @@ async fn a_partition_moves_under_writes_and_loses_nothing() {
     assert_eq!(summary["map_version"].as_u64(), Some(2));
     assert!(summary["records"].as_u64().unwrap() >= keys.len() as u64, "{summary}");
     assert!(summary["bytes"].as_u64().unwrap() > 0 && summary["write_pause_ms"].is_number(), "{summary}");
+    assert!(summary["rounds"].as_u64().unwrap() >= 1 && summary["last_changes"].is_u64(), "{summary}");
+    assert!(summary["dropped"].as_u64().unwrap() >= keys.len() as u64, "{summary}");
 
     for id in ["n2", "n3"] {
         wait_for_version(nodes.server(id), 2).await;
@@ -113,6 +147,7 @@ async fn a_partition_moves_under_writes_and_loses_nothing() {
     let before = commits(nodes.server("n1")).await;
     stop.store(true, Ordering::Relaxed);
     let acked = writer.await.unwrap();
+    let churned_state = churner.await.unwrap();
 
     // Every acknowledged write is on the new owner: the last value of each key, with the id and
     // counter of its last acknowledged version; no version was acknowledged twice for a key.
@@ -128,27 +163,57 @@ async fn a_partition_moves_under_writes_and_loses_nothing() {
         let increasing = versions.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 < w[1].1);
         assert!(increasing, "a version was handed out twice for {key:?}: {writes:?}");
     }
-    assert_eq!(records(nodes.server("n3")).await[MOVED as usize], keys.len() as u64);
+    // Keys deleted and created again throughout: each as its last acknowledged write left it.
+    for (key, state) in &churned_state {
+        let got = http.get(nodes.server("n3").kv(key)).send().await.unwrap();
+        match state {
+            Some(value) => {
+                assert_eq!((got.status().as_u16(), got.text().await.unwrap()), (200, value.clone()), "{key:?}")
+            }
+            None => assert_eq!(got.status(), 404, "{key:?}"),
+        }
+    }
+    let live = keys.len() as u64 + churned_state.values().filter(|s| s.is_some()).count() as u64;
+    assert_eq!(records(nodes.server("n3")).await[MOVED as usize], live);
     assert_eq!(commits(nodes.server("n1")).await, before, "the old owner wrote nothing after the move");
+    assert_eq!(records(nodes.server("n1")).await[MOVED as usize], 0, "the old owner's stale copy is emptied");
 
     // The moved partition passes the new owner's check.
     let check = get_json(&nodes.server("n3").at("/admin/check")).await;
     let report = &check["reports"][MOVED as usize];
     assert_eq!((report["sqlite"].as_str(), &report["problems"]), (Some("ok"), &json!([])), "{report}");
     assert_eq!((report["missing_entries"].as_u64(), report["extra_entries"].as_u64()), (Some(0), Some(0)));
-    assert_eq!(report["records"].as_u64(), Some(keys.len() as u64));
+    assert_eq!(report["records"].as_u64(), Some(live));
+}
+
+/// `count` keys of partition [`MOVED`], each written once through n2.
+async fn written(nodes: &Nodes, count: usize) -> Vec<Vec<u8>> {
+    let (keys, http) = (keys_of_moved(nodes, count), client());
+    for key in &keys {
+        assert_eq!(http.put(nodes.server("n2").kv(key)).body("before").send().await.unwrap().status(), 201);
+    }
+    keys
+}
+
+/// After a failed move: node `via` follows map version 1, where n1 owns the partition, and
+/// each key written again through `via` is an update at n1.
+async fn assert_unmoved(nodes: &Nodes, via: &str, keys: &[Vec<u8>]) {
+    let map = get_json(&nodes.server(via).at("/cluster")).await;
+    assert_eq!((map["version"].as_u64(), map["owners"][0].as_str()), (Some(1), Some("n1")));
+    let http = client();
+    for key in keys {
+        let put = http.put(nodes.server(via).kv(key)).body("after").send().await.unwrap();
+        assert_eq!(put.status(), 200, "writes to the partition go on at its owner");
+    }
+    assert_eq!(records(nodes.server("n1")).await[MOVED as usize], keys.len() as u64);
 }
 
 #[tokio::test]
 async fn a_failed_move_leaves_the_map_and_the_writes_as_they_were() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (etcd, mut nodes) = three_nodes(&bin, dir.path()).await;
-    let keys = keys_of_moved(&nodes, 8);
-    let http = client();
-    for key in &keys {
-        assert_eq!(http.put(nodes.server("n2").kv(key)).body("before").send().await.unwrap().status(), 201);
-    }
+    let (etcd, mut nodes) = three_nodes(&bin, dir.path(), &[]).await;
+    let keys = written(&nodes, 8).await;
     nodes.servers.remove("n3").unwrap().stop();
 
     let out = shardlite(&["cluster", "move", "0", "n3", "--etcd", &etcd.endpoints]);
@@ -158,11 +223,28 @@ async fn a_failed_move_leaves_the_map_and_the_writes_as_they_were() {
     let refused = shardlite(&["cluster", "move", "0", "n1", "--etcd", &etcd.endpoints]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("on node `n1` already"));
 
-    let map = get_json(&nodes.server("n1").at("/cluster")).await;
-    assert_eq!((map["version"].as_u64(), map["owners"][0].as_str()), (Some(1), Some("n1")));
-    for key in &keys {
-        let put = http.put(nodes.server("n2").kv(key)).body("after").send().await.unwrap();
-        assert_eq!(put.status(), 200, "writes to the partition go on at its owner");
+    assert_unmoved(&nodes, "n2", &keys).await;
+}
+
+#[tokio::test]
+async fn a_freeze_past_its_timeout_fails_the_move_and_lets_the_writes_go() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // No time at all for the last round: every move out of n1 fails at the freeze.
+    let (etcd, nodes) = three_nodes(&bin, dir.path(), &["--move-freeze-timeout-ms", "0"]).await;
+    let keys = written(&nodes, 8).await;
+
+    // Twice: the first move, failed, holds no claim on the partition that would refuse the next.
+    for _ in 0..2 {
+        let out = shardlite(&["cluster", "move", "0", "n3", "--etcd", &etcd.endpoints]);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("within the freeze's 0 ms") && stderr.contains("not changed"), "{stderr}");
     }
-    assert_eq!(records(nodes.server("n1")).await[MOVED as usize], keys.len() as u64);
+
+    assert_unmoved(&nodes, "n3", &keys).await;
+    // The move ended on n1: it notes no more changes for it.
+    let changes =
+        client().get(nodes.server("n1").at("/admin/move/records?partition=0&part=changes")).send().await.unwrap();
+    assert_eq!(changes.status(), 409, "{}", changes.text().await.unwrap());
 }

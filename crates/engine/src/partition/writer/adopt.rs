@@ -1,8 +1,13 @@
 //! A partition moving here from another node, taken in by its writer (docs/cluster.md, "Moving
 //! a partition"): emptied first (the copy this node may hold from an earlier ownership), then
-//! the records inserted with their ids and counters as the old owner had them, then the
-//! partition's `next_id` and record count noted durably and its index rebuilt. The node does
-//! not own the partition meanwhile, so nothing else reads or writes it here.
+//! the records of the copy inserted with their ids and counters as the old owner had them, the
+//! partition's `next_id` and record count noted durably and its index rebuilt; then each round
+//! of changes applied by id (a deletion removes the id's record, any other change replaces or
+//! inserts it), the index kept up to date as a commit would, and the counts noted again. The
+//! node does not own the partition meanwhile, so nothing else reads or writes it here (and the
+//! record cache holds none of its keys: emptying removed them).
+//!
+//! Emptying is also how the old owner drops its stale copy once the map names the new owner.
 //!
 //! `meta.log_applied` is set past everything the commit log holds at the end: a transaction the
 //! log may still hold for this partition from an earlier ownership is older than the adopted
@@ -12,8 +17,13 @@ use std::sync::atomic::Ordering;
 
 use super::PartitionWriter;
 use crate::{
-    cache::RecordCache, commitlog::CommitLog, config::TxMode, partition::sql, transfer::Moved, Config, Result,
-    Synchronous,
+    cache::RecordCache,
+    commitlog::CommitLog,
+    config::{IndexMode, TxMode},
+    index::entry,
+    partition::sql,
+    transfer::Moved,
+    Config, Result, Synchronous,
 };
 
 /// One step of taking a partition in.
@@ -21,14 +31,19 @@ use crate::{
 pub enum Adopt {
     /// Remove every record (the start of a move here, or the end of one that failed).
     Empty,
-    /// Insert these records with their ids and counters.
+    /// Insert these records of the copy with their ids and counters.
     Records(Vec<Moved>),
-    /// Every record is in: note `next_id` and the record count durably, rebuild the index.
+    /// Apply these changes of a round of catching up (deletions first).
+    Changes(Vec<Moved>),
+    /// A stream is in whole: note `next_id` and the record count durably; after the copy,
+    /// rebuild the index (the rounds of changes keep it up to date themselves).
     Finish {
         /// The next id the old owner would have given.
         next_id: u64,
         /// Its live records.
         records: u64,
+        /// Rebuild the index from the records (after the copy).
+        rebuild: bool,
     },
 }
 
@@ -45,26 +60,43 @@ impl PartitionWriter {
             return Err(err);
         }
         match step {
-            Adopt::Empty => self.empty(cache),
+            // Noted durably past the log's end, so that no transaction the log holds for the
+            // partition is ever replayed onto the emptied partition.
+            Adopt::Empty => self.empty(cache).and_then(|()| self.finish_adoption(1, 0, log, config)),
             Adopt::Records(records) => self.in_transaction(|conn| {
                 records.iter().try_for_each(|r| sql::insert(conn, r.id, &r.key, r.counter, &r.value))
             }),
-            Adopt::Finish { next_id, records } => self.finish_adoption(next_id, records, log, config),
+            Adopt::Changes(changes) => self.apply_changes(&changes),
+            Adopt::Finish { next_id, records, rebuild } => {
+                self.finish_adoption(next_id, records, log, config)?;
+                match rebuild {
+                    true => self.rebuild(),
+                    false => Ok(()),
+                }
+            }
         }
     }
 
-    /// Removes every record and tombstone; the keys leave the record cache.
+    /// Removes every record and tombstone; the keys leave the record cache (as they are read,
+    /// so that a large partition's keys are never all in memory at once).
     fn empty(&mut self, cache: Option<&RecordCache>) -> Result<()> {
-        let mut keys = Vec::new();
-        sql::scan_keys(&self.conn, 0, |_, key| keys.push(key.to_vec()))?;
         sql::begin(&self.conn, TxMode::Immediate)?;
-        let run = sql::empty_records(&self.conn).and_then(|()| sql::write_meta(&self.conn, 1, 0, None));
+        let forgotten = match cache {
+            Some(cache) => {
+                cache.commit_begins(self.partition.id, std::iter::empty());
+                sql::scan_keys(&self.conn, 0, |_, key| cache.commit_begins(self.partition.id, [&key.to_vec()]))
+            }
+            None => Ok(()),
+        };
+        let run = forgotten
+            .and_then(|()| sql::empty_records(&self.conn))
+            .and_then(|()| sql::write_meta(&self.conn, 1, 0, None));
         if let Err(err) = run {
             sql::rollback(&self.conn);
+            if let Some(cache) = cache {
+                cache.commit_ended(self.partition.id);
+            }
             return Err(err);
-        }
-        if let Some(cache) = cache {
-            cache.commit_begins(self.partition.id, keys.iter());
         }
         let committed = sql::commit(&self.conn);
         if let Some(cache) = cache {
@@ -78,8 +110,46 @@ impl PartitionWriter {
         self.rebuild()
     }
 
+    /// Applies a round of changes in one transaction, the index as a commit keeps it: the
+    /// deletions first, so that a key deleted and written again (a new id) never has two rows.
+    /// A round split over several transactions keeps that order too: a round is in id order,
+    /// and a key's new id is always above its old one.
+    fn apply_changes(&mut self, changes: &[Moved]) -> Result<()> {
+        let hashed = self.partition.mode == IndexMode::Hash;
+        let floor = self.partition.index.as_ref().map_or(0, |i| i.tombstone_floor());
+        let (mut added, mut removed) = (Vec::new(), Vec::new());
+        let (deletions, writes): (Vec<&Moved>, Vec<&Moved>) = changes.iter().partition(|c| c.counter == 0);
+        let hasher = self.hasher;
+        self.in_transaction(|conn| {
+            for gone in deletions {
+                let Some((key, _)) = sql::key_counter_by_id(conn, gone.id)? else { continue };
+                let tombstone = hashed && u64::from(gone.id) <= floor;
+                sql::delete(conn, gone.id, tombstone)?;
+                if hashed && !tombstone {
+                    removed.push(entry(hasher.locate(&key).fingerprint, gone.id));
+                }
+            }
+            for r in writes {
+                if sql::key_counter_by_id(conn, r.id)?.is_some() {
+                    sql::update(conn, r.id, r.counter, &r.value)?;
+                    continue;
+                }
+                sql::insert(conn, r.id, &r.key, r.counter, &r.value)?;
+                if hashed {
+                    added.push(entry(hasher.locate(&r.key).fingerprint, r.id));
+                }
+            }
+            Ok(())
+        })?;
+        if let Some(index) = &self.partition.index {
+            let highest = changes.iter().map(|c| u64::from(c.id)).max().unwrap_or(0);
+            index.apply(&added, &removed, highest);
+        }
+        Ok(())
+    }
+
     /// Notes the adopted partition's counts (and the log position) in a commit synced to disk,
-    /// which makes every adopted record durable with it; then rebuilds the index.
+    /// which makes every adopted record durable with it.
     fn finish_adoption(&mut self, next_id: u64, records: u64, log: Option<&CommitLog>, config: &Config) -> Result<()> {
         let applied = log.map(CommitLog::end);
         sql::set_synchronous(&self.conn, Synchronous::Full)?;
@@ -90,7 +160,7 @@ impl PartitionWriter {
             self.partition.applied.store(end, Ordering::Relaxed);
         }
         self.set_counts(next_id, records);
-        self.rebuild()
+        Ok(())
     }
 
     fn in_transaction(&self, run: impl FnOnce(&rusqlite::Connection) -> Result<()>) -> Result<()> {
