@@ -14,7 +14,7 @@ mod scan;
 mod transfer;
 
 pub use scan::Scanned;
-pub use transfer::Adoption;
+pub use transfer::{send_database, Adoption};
 
 use std::{
     collections::BTreeMap,

@@ -1,13 +1,18 @@
 //! A partition moving between nodes through the open store (docs/cluster.md, "Moving a
 //! partition"): [`Store::send_partition`] writes it as a transfer stream ([`crate::transfer`])
-//! on the old owner, an [`Adoption`] takes one in on the new owner through the partition's
-//! writer ([`Adopt`]).
+//! on the old owner, [`send_database`] writes one from a partition's database file outside any
+//! store (a partition restored from its Litestream replica for a failover), an [`Adoption`]
+//! takes one in on the new owner through the partition's writer ([`Adopt`]).
+
+use std::path::Path;
+
+use rusqlite::Connection;
 
 use super::Store;
 use crate::{
     partition::{sql, writer::Adopt, writer::Job},
     transfer::{Decoder, Encoder, Moved},
-    Result,
+    Config, Result,
 };
 
 /// Bytes of records an adoption inserts per transaction.
@@ -16,27 +21,10 @@ const ADOPT_BATCH: usize = 4 << 20;
 impl Store {
     /// Writes partition `partition` as a transfer stream, from one read transaction (the
     /// records and `next_id` of one moment), handing `send` pieces of about `piece` bytes.
-    pub fn send_partition(
-        &self,
-        partition: u32,
-        piece: usize,
-        mut send: impl FnMut(Vec<u8>) -> Result<()>,
-    ) -> Result<()> {
+    pub fn send_partition(&self, partition: u32, piece: usize, send: impl FnMut(Vec<u8>) -> Result<()>) -> Result<()> {
         let part = self.partition(partition)?;
         let _reading = part.long_read();
-        let conn = part.readers.open_own()?;
-        let (next_id, _) = sql::begin_snapshot(&conn)?;
-        let (mut out, mut encoder) = (Vec::with_capacity(piece + 4096), Encoder::default());
-        encoder.start(&mut out, next_id);
-        sql::scan_records(&conn, 0, u64::MAX, true, |id, key, counter, value| {
-            encoder.record(&mut out, id, counter, key, value);
-            match out.len() >= piece {
-                true => send(std::mem::replace(&mut out, Vec::with_capacity(piece + 4096))),
-                false => Ok(()),
-            }
-        })?;
-        encoder.end(&mut out);
-        send(out)
+        send_snapshot(&part.readers.open_own()?, piece, send)
     }
 
     /// Starts taking partition `partition` in from another node: empties it first.
@@ -49,6 +37,29 @@ impl Store {
         self.partition(partition)?;
         self.shared.control(partition, |reply| Job::Adopt { partition, step, reply })?
     }
+}
+
+/// Writes the partition database at `path`, which no store has open, as a transfer stream, as
+/// [`Store::send_partition`] does for an open partition.
+pub fn send_database(path: &Path, piece: usize, send: impl FnMut(Vec<u8>) -> Result<()>) -> Result<()> {
+    send_snapshot(&sql::open_reader(path, &Config::inspection())?, piece, send)
+}
+
+/// The records and `next_id` of one read transaction on `conn` as a transfer stream, in pieces
+/// of about `piece` bytes.
+fn send_snapshot(conn: &Connection, piece: usize, mut send: impl FnMut(Vec<u8>) -> Result<()>) -> Result<()> {
+    let (next_id, _) = sql::begin_snapshot(conn)?;
+    let (mut out, mut encoder) = (Vec::with_capacity(piece + 4096), Encoder::default());
+    encoder.start(&mut out, next_id);
+    sql::scan_records(conn, 0, u64::MAX, true, |id, key, counter, value| {
+        encoder.record(&mut out, id, counter, key, value);
+        match out.len() >= piece {
+            true => send(std::mem::replace(&mut out, Vec::with_capacity(piece + 4096))),
+            false => Ok(()),
+        }
+    })?;
+    encoder.end(&mut out);
+    send(out)
 }
 
 /// A partition being taken in: feed it the transfer stream with [`Adoption::push`], then
