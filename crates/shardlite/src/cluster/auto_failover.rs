@@ -92,6 +92,11 @@ async fn run_claimed(
     tracing::warn!(dead, "node lost its lease: failing its partitions over");
     let done = match failover::fail_over(etcd, client, dead, token).await {
         Ok(report) => {
+            for p in &report.partitions {
+                let (partition, to, txid) = (p.partition, &p.to, &p.replica_txid);
+                tracing::info!(dead, partition, %to, records = p.records, replica_txid = %txid,
+                    restore_seconds = p.restore_seconds, seconds = p.seconds, "partition taken over");
+            }
             let records: u64 = report.partitions.iter().map(|p| p.records).sum();
             let (partitions, version) = (report.partitions.len(), report.map_version);
             tracing::warn!(dead, partitions, records, seconds = report.seconds, map_version = version, "failed over");

@@ -112,6 +112,10 @@ async fn a_node_without_its_lease_is_fenced_and_back_with_a_stale_map_it_forward
         assert_eq!(put.status(), 201);
     }
 
+    let refused = shardlite(&["cluster", "failover", "n1", "--etcd", &etcd.endpoints]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("holds its lease"), "a live node is not failed over: {said}");
+
     // Cut off from etcd, n1 stops serving its partitions within the lease; others' it forwards.
     proxy.cut();
     let n1 = nodes.server("n1");
