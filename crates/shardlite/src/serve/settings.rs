@@ -143,7 +143,9 @@ pub struct ClusterOptions {
     #[arg(long, value_name = "PATH")]
     pub litestream_bin: PathBuf,
     /// Bearer token (role "admin") this node sends the other nodes in a failover it runs
-    /// (--auto-failover), when they need tokens.
+    /// (--auto-failover), when they need tokens (better in this variable or the config file,
+    /// as a flag shows the token to every user of the machine).
+    #[serde(skip_serializing)] // a secret
     #[arg(long, value_name = "TOKEN")]
     pub failover_token: Option<String>,
 }

@@ -12,8 +12,7 @@
 //!   killed node started again on its old data forwards those partitions to their new owners.
 
 use std::{
-    path::{Path, PathBuf},
-    process::{Child, Stdio},
+    path::Path,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc, Mutex,
@@ -22,6 +21,7 @@ use std::{
 };
 
 use super::*;
+use common::litestream::{litestream, Replicator};
 
 /// The nodes' lease, seconds: the shortest etcd grants.
 const LEASE_TTL: &str = "2";
@@ -162,53 +162,20 @@ async fn a_node_without_its_lease_is_fenced_and_back_with_a_stale_map_it_forward
     assert_eq!(records(n1).await[0], 1, "n1's stale copy is left as it was");
 }
 
-/// The Litestream binary to test with, or `None` (after printing why).
-fn litestream() -> Option<PathBuf> {
-    if let Some(bin) = std::env::var_os("SHARDLITE_TEST_LITESTREAM") {
-        return Some(bin.into());
-    }
-    if Command::new("litestream").arg("version").output().is_ok_and(|o| o.status.success()) {
-        return Some("litestream".into());
-    }
-    println!("skipped: no Litestream (set SHARDLITE_TEST_LITESTREAM, or run .ci/litestream to build it)");
-    None
-}
-
-/// `litestream replicate` of one node's data directory; killed when dropped.
-struct Replicator(Child);
-
-impl Replicator {
-    /// Writes the Litestream config of `data` replicating to `replica` and starts replicating.
-    fn start(bin: &Path, data: &Path, replica: &Path) -> Self {
-        let config = data.with_extension("yml");
-        let written = shardlite(&[
-            "litestream-config",
-            "--data",
-            data.to_str().unwrap(),
-            "--replica",
-            replica.to_str().unwrap(),
-            "--out",
-            config.to_str().unwrap(),
-        ]);
-        assert!(written.status.success(), "{}", String::from_utf8_lossy(&written.stderr));
-        let log = std::fs::File::create(data.with_extension("litestream.log")).unwrap();
-        let child = Command::new(bin)
-            .args(["replicate", "-config"])
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Self(child)
-    }
-}
-
-impl Drop for Replicator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// Writes the Litestream config of `data` replicating to `replica` and starts replicating.
+fn replicate(bin: &Path, data: &Path, replica: &Path) -> Replicator {
+    let config = data.with_extension("yml");
+    let written = shardlite(&[
+        "litestream-config",
+        "--data",
+        data.to_str().unwrap(),
+        "--replica",
+        replica.to_str().unwrap(),
+        "--out",
+        config.to_str().unwrap(),
+    ]);
+    assert!(written.status.success(), "{}", String::from_utf8_lossy(&written.stderr));
+    Replicator::start(bin, &config, &data.with_extension("litestream.log"))
 }
 
 /// Whether partition `p`'s replica under `replica` holds `key` with `value`.
@@ -246,7 +213,7 @@ async fn a_killed_node_is_failed_over_from_its_replica_and_comes_back_forwarding
             litestream.to_str().unwrap(),
         ];
         nodes.start(&etcd, id, dir.path(), &args).await;
-        replicators.insert(id, Replicator::start(&litestream, &dir.path().join(id), &replica));
+        replicators.insert(id, replicate(&litestream, &dir.path().join(id), &replica));
     }
 
     // Writes through every node, then a marker per partition of n3, confirmed in n3's replica:
