@@ -14,7 +14,10 @@
 //! A failover that fails at any step leaves the map as it was: the survivors' restored copies
 //! stay unowned (nothing routes to them) until a later move or failover to them empties them.
 
-use std::{collections::BTreeMap, time::Instant};
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -25,6 +28,9 @@ use super::{
     runtime,
 };
 use crate::stats;
+
+/// How long a survivor's refusal to take a partition over is asked again.
+const REFUSED_FOR: Duration = Duration::from_secs(2);
 
 /// `shardlite cluster failover`.
 #[derive(Debug, clap::Args)]
@@ -177,7 +183,9 @@ fn by_node(assigned: &BTreeMap<u32, String>) -> BTreeMap<String, Vec<u32>> {
     nodes
 }
 
-/// `POST /admin/takeover?partition=P&from=DEAD` on the node at `address`.
+/// `POST /admin/takeover?partition=P&from=DEAD` on the node at `address`. A refusal (409) is
+/// asked again for up to [`REFUSED_FOR`]: the node's own view may not show `DEAD`'s lease
+/// gone yet (its watch is milliseconds behind etcd).
 async fn take_over(
     client: &reqwest::Client,
     address: &str,
@@ -186,15 +194,22 @@ async fn take_over(
     token: Option<&str>,
 ) -> anyhow::Result<TakenOver> {
     let url = format!("{address}/admin/takeover?partition={partition}&from={dead}");
-    let mut request = client.post(&url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
+    let deadline = Instant::now() + REFUSED_FOR;
+    loop {
+        let mut request = client.post(&url);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let answer = request.send().await.with_context(|| format!("asking {url}"))?;
+        let status = answer.status();
+        let body = answer.text().await?;
+        if status == reqwest::StatusCode::CONFLICT && Instant::now() < deadline {
+            tokio::time::sleep(REFUSED_FOR / 20).await;
+            continue;
+        }
+        anyhow::ensure!(status.is_success(), "{status} {body}");
+        return serde_json::from_str(&body).with_context(|| format!("the answer {body}"));
     }
-    let answer = request.send().await.with_context(|| format!("asking {url}"))?;
-    let status = answer.status();
-    let body = answer.text().await?;
-    anyhow::ensure!(status.is_success(), "{status} {body}");
-    serde_json::from_str(&body).with_context(|| format!("the answer {body}"))
 }
 
 #[cfg(test)]
