@@ -23,10 +23,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use shardlite_server::cluster::View;
 
-use super::{
-    etcd::{Etcd, EtcdOptions},
-    runtime,
-};
+use super::{etcd::Etcd, runtime, Asking};
 use crate::stats;
 
 /// How long a survivor's refusal to take a partition over is asked again.
@@ -38,13 +35,7 @@ pub struct FailoverArgs {
     /// The dead node (no live lease) whose partitions go to the live nodes.
     node: String,
     #[command(flatten)]
-    etcd: EtcdOptions,
-    /// One JSON document instead of the lines of text.
-    #[arg(long)]
-    json: bool,
-    /// Bearer token for the live nodes' /admin/takeover (role "admin"); better in the variable.
-    #[arg(long, env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
-    auth_token: Option<String>,
+    asking: Asking,
 }
 
 /// What a failover did.
@@ -80,10 +71,11 @@ pub struct TakenOver {
 
 /// Runs `cluster failover`.
 pub fn run(args: &FailoverArgs) -> anyhow::Result<()> {
+    let (node, args) = (&args.node, &args.asking);
     let client = stats::client(None)?;
     let report = runtime()?.block_on(async {
         let mut etcd = Etcd::connect(&args.etcd).await?;
-        fail_over(&mut etcd, &client, &args.node, args.auth_token.as_deref()).await
+        fail_over(&mut etcd, &client, node, args.auth_token.as_deref()).await
     })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -43,6 +43,20 @@ enum ClusterCommand {
     Failover(failover::FailoverArgs),
 }
 
+/// What the commands that read the map and ask the nodes take.
+#[derive(Debug, Args)]
+struct Asking {
+    #[command(flatten)]
+    etcd: EtcdOptions,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Bearer token for the nodes (role "metrics" for `status`, "admin" for `failover`);
+    /// better in the variable.
+    #[arg(long, env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+}
+
 /// `shardlite cluster init`.
 #[derive(Debug, Args)]
 struct InitArgs {
