@@ -5,6 +5,7 @@
 //!   own partitions (503 `fenced`, in a batch too) while it still forwards the others'; once it
 //!   reaches etcd again it registers, reads the map, and forwards a partition the map gave away
 //!   meanwhile instead of serving its stale copy.
+//! - `cluster failover NODE` of a killed node: each partition to a live node, reported.
 //! - `kill -9` of a node with every node replicating to its own Litestream replica and
 //!   `--auto-failover`: its partitions are served again by the survivors, every write
 //!   acknowledged before the replicated point (a marker per partition, confirmed in the replica
@@ -192,29 +193,83 @@ fn replicated(bin: &Path, replica: &Path, p: u32, key: &[u8], value: &[u8], scra
     found.as_deref() == Some(value)
 }
 
+/// Nodes n1, n2, n3 with short leases, each replicating to `DIR/replica-ID` with Litestream
+/// (and recording it), with `extra` flags.
+async fn replicating(
+    etcd: &etcd::Etcd,
+    dir: &Path,
+    litestream: &Path,
+    extra: &[&str],
+) -> (Nodes, BTreeMap<&'static str, Replicator>) {
+    let mut nodes = Nodes::init(etcd, &["n1", "n2", "n3"], &[]);
+    let mut replicators = BTreeMap::new();
+    for id in ["n1", "n2", "n3"] {
+        let replica = dir.join(format!("replica-{id}"));
+        let mut args =
+            vec!["--lease-ttl", LEASE_TTL, "--litestream", "--litestream-replica", replica.to_str().unwrap()];
+        args.extend(["--litestream-bin", litestream.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        nodes.start(etcd, id, dir, &args).await;
+        replicators.insert(id, replicate(litestream, &dir.join(id), &replica));
+    }
+    (nodes, replicators)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_node_is_failed_over_by_the_command_which_reports_each_partition() {
+    let Some(bin) = etcd::binary() else { return };
+    let Some(litestream) = litestream() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let (mut nodes, mut replicators) = replicating(&etcd, dir.path(), &litestream, &[]).await;
+    let marker = key_of(&nodes, 7, "marker");
+    let put = client().put(nodes.server("n1").kv(&marker)).body("marker").send().await.unwrap();
+    assert_eq!(put.status(), 201);
+    let (replica, scratch) = (dir.path().join("replica-n3"), dir.path().to_owned());
+    until("the marker reaches n3's replica", || {
+        let (litestream, replica, marker, scratch) =
+            (litestream.clone(), replica.clone(), marker.clone(), scratch.clone());
+        async move {
+            tokio::task::spawn_blocking(move || replicated(&litestream, &replica, 7, &marker, b"marker", &scratch))
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    nodes.servers.remove("n3").unwrap().kill();
+    drop(replicators.remove("n3"));
+    let n1 = nodes.server("n1");
+    until("n3's lease expires", || async {
+        let map = get_json(&n1.at("/cluster")).await;
+        map["nodes"].as_array().unwrap().iter().any(|n| n["id"] == "n3" && n["alive"] == false)
+    })
+    .await;
+    let done = shardlite(&["cluster", "failover", "n3", "--etcd", &etcd.endpoints, "--json"]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let report: Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!((report["node"].as_str(), report["map_version"].as_u64()), (Some("n3"), Some(2)));
+    let partitions = report["partitions"].as_array().unwrap();
+    let taken: Vec<(u64, &str)> =
+        partitions.iter().map(|p| (p["partition"].as_u64().unwrap(), p["to"].as_str().unwrap())).collect();
+    assert_eq!(taken, [(6, "n1"), (7, "n2")], "spread over the live nodes, each owning 3 before");
+    assert_eq!(partitions[1]["records"], 1, "the marker");
+    assert!(partitions.iter().all(|p| !p["replica_txid"].as_str().unwrap().is_empty()));
+    let got = client().get(n1.kv(&marker)).send().await.unwrap();
+    assert_eq!(got.text().await.unwrap(), "marker");
+    let again = shardlite(&["cluster", "failover", "n3", "--etcd", &etcd.endpoints]);
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("owns no partition"),
+        "a second failover has nothing to do"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_node_is_failed_over_from_its_replica_and_comes_back_forwarding() {
     let Some(bin) = etcd::binary() else { return };
     let Some(litestream) = litestream() else { return };
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
-    let mut nodes = Nodes::init(&etcd, &["n1", "n2", "n3"], &[]);
-    let mut replicators = BTreeMap::new();
-    for id in ["n1", "n2", "n3"] {
-        let replica = dir.path().join(format!("replica-{id}"));
-        let args = [
-            "--lease-ttl",
-            LEASE_TTL,
-            "--auto-failover",
-            "--litestream",
-            "--litestream-replica",
-            replica.to_str().unwrap(),
-            "--litestream-bin",
-            litestream.to_str().unwrap(),
-        ];
-        nodes.start(&etcd, id, dir.path(), &args).await;
-        replicators.insert(id, replicate(&litestream, &dir.path().join(id), &replica));
-    }
+    let (mut nodes, mut replicators) = replicating(&etcd, dir.path(), &litestream, &["--auto-failover"]).await;
 
     // Writes through every node, then a marker per partition of n3, confirmed in n3's replica:
     // every write acknowledged before it is replicated.
