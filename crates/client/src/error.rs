@@ -123,6 +123,12 @@ error_codes! {
     MoveFailed = "move_failed",
     /// 409 (`/admin/move`, `/admin/adopt`): a partition move cannot start here.
     MoveRefused = "move_refused",
+    /// 503: the cluster node owning the partition does not hold its lease in etcd; retry.
+    Fenced = "fenced",
+    /// 502 (`/admin/takeover`): restoring a dead node's partition from its replica failed.
+    FailoverFailed = "failover_failed",
+    /// 409 (`/admin/takeover`): the partition's owner is alive, or not the node named.
+    FailoverRefused = "failover_refused",
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -54,7 +54,7 @@ pub use partition::{
     check::PartitionCheck,
     compact::{CompactReport, PartitionCompaction},
 };
-pub use store::{Adoption, MovePart, PartitionStats, Pending, PendingBatch, Scanned, Store, StoreStats};
+pub use store::{send_database, Adoption, MovePart, PartitionStats, Pending, PendingBatch, Scanned, Store, StoreStats};
 
 /// Longest key accepted, bytes.
 pub const MAX_KEY_LEN: usize = 1024;

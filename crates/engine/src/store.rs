@@ -14,7 +14,7 @@ mod scan;
 mod transfer;
 
 pub use scan::Scanned;
-pub use transfer::{Adoption, MovePart};
+pub use transfer::{send_database, Adoption, MovePart};
 
 use std::{
     collections::BTreeMap,

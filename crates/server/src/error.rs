@@ -143,6 +143,19 @@ impl ApiError {
         }
     }
 
+    /// 503 `fenced`: this node owns `partition` in its map but does not hold its lease in etcd
+    /// (etcd unreachable, or the lease expired), so another node may own it by now.
+    pub fn fenced(node: &str, partition: u32) -> Self {
+        Self::unavailable(
+            "fenced",
+            format!(
+                "node `{node}` does not hold its lease in etcd, so it serves no partition (partition {partition} \
+                 asked): retry; once it holds the lease again and has read the cluster map, the request is \
+                 served or forwarded"
+            ),
+        )
+    }
+
     /// 503 + `Retry-After`.
     fn unavailable(code: &'static str, message: String) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)

@@ -41,6 +41,9 @@ pub enum Route {
     AdminMoveRecords,
     /// `/admin/adopt`: POST takes a partition in from its owner; role "admin".
     AdminAdopt,
+    /// `/admin/takeover`: POST restores a dead node's partition from its replica and takes it
+    /// in, for a failover; role "admin".
+    AdminTakeover,
     /// Any other path: 404.
     Unknown,
 }
@@ -52,7 +55,7 @@ impl Route {
     /// Every route that serves a path ([`Route::Unknown`] aside): what the OpenAPI description
     /// must describe (its tests, `crate::openapi`, check that it does).
     #[cfg(test)]
-    pub const SERVED: [Route; 16] = [
+    pub const SERVED: [Route; 17] = [
         Route::Kv,
         Route::Batch,
         Route::Keys,
@@ -69,6 +72,7 @@ impl Route {
         Route::AdminMove,
         Route::AdminMoveRecords,
         Route::AdminAdopt,
+        Route::AdminTakeover,
     ];
 
     /// The route serving `path`.
@@ -89,6 +93,7 @@ impl Route {
             "/admin/move" => Route::AdminMove,
             "/admin/move/records" => Route::AdminMoveRecords,
             "/admin/adopt" => Route::AdminAdopt,
+            "/admin/takeover" => Route::AdminTakeover,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
             _ => Route::Unknown,
         }
@@ -113,6 +118,7 @@ impl Route {
             Route::AdminMove => "/admin/move",
             Route::AdminMoveRecords => "/admin/move/records",
             Route::AdminAdopt => "/admin/adopt",
+            Route::AdminTakeover => "/admin/takeover",
             Route::Unknown => "unknown",
         }
     }
@@ -132,7 +138,8 @@ impl Route {
             | Route::AdminCompact
             | Route::AdminMove
             | Route::AdminMoveRecords
-            | Route::AdminAdopt => Some(Role::Admin),
+            | Route::AdminAdopt
+            | Route::AdminTakeover => Some(Role::Admin),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::OpenApi | Route::Unknown => None,
         }
@@ -149,7 +156,7 @@ impl Route {
             Route::Kv => {
                 (matches!(*method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE), "GET, HEAD, PUT, DELETE")
             }
-            Route::Batch | Route::AdminCompact | Route::AdminMove | Route::AdminAdopt => {
+            Route::Batch | Route::AdminCompact | Route::AdminMove | Route::AdminAdopt | Route::AdminTakeover => {
                 (*method == Method::POST, "POST")
             }
             Route::Export | Route::AdminCheck | Route::AdminMoveRecords => (*method == Method::GET, "GET"),
@@ -227,6 +234,7 @@ mod tests {
         assert_eq!(Route::AdminMove.role(&Method::POST), Some(Role::Admin));
         assert_eq!(Route::AdminMoveRecords.role(&Method::GET), Some(Role::Admin));
         assert_eq!(Route::AdminAdopt.role(&Method::POST), Some(Role::Admin));
+        assert_eq!(Route::AdminTakeover.role(&Method::POST), Some(Role::Admin));
         assert!(Route::Healthz.is_public() && Route::Readyz.is_public() && !Route::Unknown.is_public());
         assert!(Route::OpenApi.is_public());
     }
@@ -253,7 +261,8 @@ mod tests {
             | Route::Cluster
             | Route::AdminMove
             | Route::AdminMoveRecords
-            | Route::AdminAdopt => Route::SERVED.contains(&route),
+            | Route::AdminAdopt
+            | Route::AdminTakeover => Route::SERVED.contains(&route),
             Route::Unknown => !Route::SERVED.contains(&route),
         };
         assert!(Route::SERVED.into_iter().chain([Route::Unknown]).all(listed));

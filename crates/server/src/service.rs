@@ -64,7 +64,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         None => Vec::new(),
     };
     if let Some(cluster) = &state.cluster {
-        if let Some(owner) = cluster::route::owner_elsewhere(cluster, route, &req) {
+        if let Some(owner) = cluster::route::owner_elsewhere(cluster, route, &req)? {
             return cluster::route::answer(state, cluster, owner, req).await;
         }
     }
@@ -88,15 +88,20 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         Route::AdminMove => cluster::moving::run(Arc::clone(state), req).await,
         Route::AdminMoveRecords => cluster::moving::records(state, req.uri().query()).await,
         Route::AdminAdopt => cluster::moving::adopt(state, req).await,
+        Route::AdminTakeover => cluster::takeover::run(state, req).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
 }
 
 /// `/readyz`: 200 once the storage is open and healthy; 503 `not_ready` with the reason while
-/// it opens, while a partition is poisoned (or the commit log failed), and during shutdown.
+/// it opens, while a partition is poisoned (or the commit log failed), while a cluster node
+/// does not hold its lease (fenced), and during shutdown.
 fn readiness(state: &State) -> Result<Response, ApiError> {
+    let fenced = state.cluster.as_ref().is_some_and(|cluster| !cluster.lease().held());
     let reason = if state.closing.load(Ordering::Relaxed) {
         Some("the server is shutting down".to_owned())
+    } else if fenced {
+        Some("this cluster node does not hold its lease in etcd: its partitions are fenced".to_owned())
     } else {
         state.backend.unready()
     };

@@ -20,8 +20,8 @@ mod common;
 
 use std::{
     collections::HashMap,
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    path::Path,
+    process::Command,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc, Mutex,
@@ -29,7 +29,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Rng, Server};
+use common::{
+    litestream::{litestream, Replicator},
+    Rng, Server,
+};
 use shardlite_engine::{layout::Layout, Config, KeyHasher, Manifest, Store};
 
 const PARTITIONS: u32 = 16;
@@ -37,58 +40,6 @@ const CLIENTS: usize = 4;
 const KEYS_PER_CLIENT: u64 = 64;
 /// Rounds of lag probes (each probes every partition).
 const PROBE_ROUNDS: usize = 2;
-
-/// The Litestream binary to test with, or why there is none.
-fn litestream() -> Option<PathBuf> {
-    if let Some(bin) = std::env::var_os("SHARDLITE_TEST_LITESTREAM") {
-        return Some(bin.into());
-    }
-    let on_path = Command::new("litestream").arg("version").output().is_ok_and(|o| o.status.success());
-    if on_path {
-        return Some("litestream".into());
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from)?;
-    let installed = home.join(".cache/shardlite/litestream-v0.5.18/bin/litestream");
-    if installed.exists() {
-        return Some(installed);
-    }
-    println!("skipped: no Litestream (set SHARDLITE_TEST_LITESTREAM, or run .ci/litestream to build it)");
-    None
-}
-
-/// `litestream replicate` on `config`, its output in `log`; killed when dropped.
-struct Replicator(Child);
-
-impl Replicator {
-    fn start(bin: &Path, config: &Path, log: &Path) -> Self {
-        let log = std::fs::File::create(log).unwrap();
-        let child = Command::new(bin)
-            .args(["replicate", "-config"])
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Self(child)
-    }
-
-    /// SIGTERM, and wait for it to exit (it syncs what it has not replicated yet).
-    fn stop(mut self) {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.0.id()).unwrap());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        self.0.wait().unwrap();
-    }
-}
-
-impl Drop for Replicator {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
 
 /// Runs `shardlite ARGS`, asserting it succeeds; its standard output.
 fn shardlite(args: &[&std::ffi::OsStr]) -> String {

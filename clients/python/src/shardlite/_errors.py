@@ -53,6 +53,9 @@ __all__ = [
     "PartitionFull",
     "MoveFailed",
     "MoveRefused",
+    "Fenced",
+    "FailoverFailed",
+    "FailoverRefused",
     "CODES",
     "server_error",
 ]
@@ -348,6 +351,24 @@ class MoveRefused(ServerError):
     code = "move_refused"
 
 
+class Fenced(Unavailable):
+    """503: the cluster node owning the partition does not hold its lease in etcd; retry."""
+
+    code = "fenced"
+
+
+class FailoverFailed(ServerError):
+    """502 (``/admin/takeover``): restoring a dead node's partition from its replica failed."""
+
+    code = "failover_failed"
+
+
+class FailoverRefused(ServerError):
+    """409 (``/admin/takeover``): the partition's owner is alive, or not the node named."""
+
+    code = "failover_refused"
+
+
 #: Every known code and its class.
 CODES: Dict[str, Type[ServerError]] = {
     cls.code: cls
@@ -391,6 +412,9 @@ CODES: Dict[str, Type[ServerError]] = {
         PartitionFull,
         MoveFailed,
         MoveRefused,
+        Fenced,
+        FailoverFailed,
+        FailoverRefused,
     )
 }
 

@@ -4,16 +4,22 @@
 //! the copy, from one read transaction, while writes go on (the writer notes the ids they
 //! change from just before it: [`Departure`]); then, round after
 //! round, the records of the ids changed since the previous stream. Once the map names the new
-//! owner, [`Store::drop_partition`] empties the stale copy. On the new owner an [`Adoption`]
-//! takes each stream in through the partition's writer ([`Adopt`]).
+//! owner, [`Store::drop_partition`] empties the stale copy. [`send_database`] writes the copy of
+//! a partition's database file outside any store (one restored from its Litestream replica for a
+//! failover). On the new owner an [`Adoption`] takes each stream in through the partition's
+//! writer ([`Adopt`]).
 //!
 //! [`Departure`]: crate::partition::departure::Departure
+
+use std::{collections::BTreeSet, path::Path};
+
+use rusqlite::Connection;
 
 use super::Store;
 use crate::{
     partition::{sql, writer::Adopt, writer::Job},
     transfer::{Decoder, Encoder, Moved, Received},
-    Error, Result,
+    Config, Error, Result,
 };
 
 /// Bytes of records an adoption inserts per transaction.
@@ -36,7 +42,7 @@ impl Store {
         partition: u32,
         part: MovePart,
         piece: usize,
-        mut send: impl FnMut(Vec<u8>) -> Result<()>,
+        send: impl FnMut(Vec<u8>) -> Result<()>,
     ) -> Result<()> {
         let handle = self.partition(partition)?;
         let changed = match part {
@@ -53,31 +59,7 @@ impl Store {
         // A round of changes reads few records: it need not wait for the WAL to start over
         // (the last round runs under the freeze).
         let _reading = changed.is_none().then(|| handle.long_read());
-        let conn = handle.readers.open_own()?;
-        let (next_id, live) = sql::begin_snapshot(&conn)?;
-        let (mut out, mut encoder) = (Vec::with_capacity(piece + 4096), Encoder::default());
-        encoder.start(&mut out, next_id, live);
-        let mut pass = |out: &mut Vec<u8>| match out.len() >= piece {
-            true => send(std::mem::replace(out, Vec::with_capacity(piece + 4096))),
-            false => Ok(()),
-        };
-        match changed {
-            None => sql::scan_records(&conn, 0, u64::MAX, true, |id, key, counter, value| {
-                encoder.record(&mut out, id, counter, key, value);
-                pass(&mut out)
-            })?,
-            Some(ids) => {
-                for id in ids {
-                    match sql::row_by_id(&conn, id)? {
-                        Some(row) => encoder.record(&mut out, id, row.counter, &row.key, &row.value),
-                        None => encoder.deleted(&mut out, id),
-                    }
-                    pass(&mut out)?;
-                }
-            }
-        }
-        encoder.end(&mut out);
-        send(out)
+        send_snapshot(&handle.readers.open_own()?, changed, piece, send)
     }
 
     /// Whether a move is copying `partition` away (the ids its commits change are noted).
@@ -135,6 +117,46 @@ impl Store {
         self.partition(partition)?;
         self.shared.control(partition, |reply| Job::Adopt { partition, step, reply })?
     }
+}
+
+/// Writes the partition database at `path`, which no store has open, as the copy of a transfer
+/// stream, as [`Store::send_partition`] does for an open partition.
+pub fn send_database(path: &Path, piece: usize, send: impl FnMut(Vec<u8>) -> Result<()>) -> Result<()> {
+    send_snapshot(&sql::open_reader(path, &Config::inspection())?, None, piece, send)
+}
+
+/// One read transaction on `conn` as a transfer stream, in pieces of about `piece` bytes: every
+/// record, or (`changed`) the records of those ids, a deletion for each id no longer there.
+fn send_snapshot(
+    conn: &Connection,
+    changed: Option<BTreeSet<u32>>,
+    piece: usize,
+    mut send: impl FnMut(Vec<u8>) -> Result<()>,
+) -> Result<()> {
+    let (next_id, live) = sql::begin_snapshot(conn)?;
+    let (mut out, mut encoder) = (Vec::with_capacity(piece + 4096), Encoder::default());
+    encoder.start(&mut out, next_id, live);
+    let mut pass = |out: &mut Vec<u8>| match out.len() >= piece {
+        true => send(std::mem::replace(out, Vec::with_capacity(piece + 4096))),
+        false => Ok(()),
+    };
+    match changed {
+        None => sql::scan_records(conn, 0, u64::MAX, true, |id, key, counter, value| {
+            encoder.record(&mut out, id, counter, key, value);
+            pass(&mut out)
+        })?,
+        Some(ids) => {
+            for id in ids {
+                match sql::row_by_id(conn, id)? {
+                    Some(row) => encoder.record(&mut out, id, row.counter, &row.key, &row.value),
+                    None => encoder.deleted(&mut out, id),
+                }
+                pass(&mut out)?;
+            }
+        }
+    }
+    encoder.end(&mut out);
+    send(out)
 }
 
 /// A stream of a partition being taken in: feed it with [`Adoption::push`], then

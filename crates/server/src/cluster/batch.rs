@@ -7,7 +7,8 @@
 //!
 //! The whole request is checked (JSON, operation count, each item) before it is split, so a
 //! batch is refused or accepted the same on every node. As on one node, operations of different
-//! partitions are not one transaction; each owner commits its part as one node would.
+//! partitions are not one transaction; each owner commits its part as one node would. While
+//! this node does not hold its lease, each of its own operations gets 503 `fenced`.
 
 use std::collections::BTreeMap;
 
@@ -55,19 +56,24 @@ pub async fn run(
     let hasher = cluster.view().map.hasher();
     let _held = cluster.hold(items.iter().flatten().map(|op| hasher.locate(op.key()).partition)).await;
     let refuse = cluster.redirect || head.headers.contains_key(FORWARDED_BY);
+    let leased = cluster.lease.held();
     let mut answers: Vec<Option<Answer>> = (0..items.len()).map(|_| None).collect();
     let (mut here, mut here_slots, mut parts) = (Vec::new(), Vec::new(), BTreeMap::<String, Part>::new());
     for (i, item) in items.into_iter().enumerate() {
         let owner = item.as_ref().ok().and_then(|op| cluster.elsewhere(hasher.locate(op.key()).partition));
-        match owner {
-            None => {
+        match (owner, &item) {
+            (None, Ok(op)) if !leased => {
+                let partition = hasher.locate(op.key()).partition;
+                answers[i] = Some(Answer::Here(error_result(ApiError::fenced(&cluster.node, partition))));
+            }
+            (None, _) => {
                 here.push(item);
                 here_slots.push(i);
             }
-            Some(owner) if refuse => {
+            (Some(owner), _) if refuse => {
                 answers[i] = Some(Answer::Here(error_result(ApiError::misdirected(owner, &cluster.node))));
             }
-            Some(owner) => parts.entry(owner.node.clone()).or_insert_with(|| (owner, Vec::new())).1.push(i),
+            (Some(owner), _) => parts.entry(owner.node.clone()).or_insert_with(|| (owner, Vec::new())).1.push(i),
         }
     }
     let sent = send_parts(cluster, head, bytes, parts)?;

@@ -2,22 +2,27 @@
 //! cluster map and decides, per request, whether a partition is served here or by its owner,
 //! which then gets the request forwarded (`forward`) or, with `--redirect`, the client gets
 //! `421 Misdirected Request` naming it. The map itself lives in etcd; the `shardlite` binary
-//! reads it, watches it and hands each new version to [`Cluster::apply`]. `route` holds the
+//! reads it, watches it and hands each new version to [`Cluster::apply`], and tells the
+//! node's [`Lease`] how long it holds its lease in etcd: without it, the node's own partitions
+//! are fenced (503 `fenced`, `lease`). `route` holds the
 //! per-route decisions, `batch` splits a `POST /batch` by owner, and `GET /cluster` is answered
 //! by `route::map`.
 //!
 //! ```text
 //!  request ─> partition of its key (or its ?partition=) ─> owner in the map
-//!     owner is this node ─────────────────────────> served here
+//!     owner is this node, lease held ─────────────> served here
+//!     owner is this node, lease not held ─────────> 503 fenced
 //!     owner elsewhere, request not yet forwarded ─> forwarded (default) | 421 (--redirect)
 //!     owner elsewhere, request already forwarded ─> 421 (never forwarded twice)
 //! ```
 
 pub(crate) mod batch;
 mod forward;
+mod lease;
 pub mod map;
 pub(crate) mod moving;
 pub(crate) mod route;
+pub(crate) mod takeover;
 
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -25,7 +30,11 @@ use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock as Gate};
 
 use hyper::header::HeaderName;
 
+pub use lease::Lease;
 pub use map::{ClusterMap, Owner, View};
+pub use takeover::{Restored, Restorer};
+
+use crate::error::ApiError;
 
 /// The header a forwarding node adds (its node id): a request carrying it is never forwarded
 /// again, so a stale map cannot make two nodes bounce a request between them.
@@ -51,6 +60,10 @@ pub struct Cluster {
     gates: Vec<Arc<Gate<()>>>,
     /// How this node changes the map in etcd (set once the node has joined).
     map_writer: OnceLock<Arc<dyn MapWriter>>,
+    /// Until when this node holds its lease in etcd: it serves its partitions only then.
+    lease: Lease,
+    /// How this node restores a dead node's partition from its replica (set once joined).
+    restorer: OnceLock<Arc<dyn Restorer>>,
 }
 
 /// Changes the cluster map where it is kept (etcd), for a move this node runs.
@@ -80,12 +93,28 @@ impl Cluster {
             forwarder: forward::Forwarder::new(),
             gates,
             map_writer: OnceLock::new(),
+            lease: Lease::new(),
+            restorer: OnceLock::new(),
         }))
     }
 
     /// This node's id.
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// This node's lease, which the binary renews.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// Refuses to serve this node's partition `partition` while it does not hold its lease:
+    /// another node may have been given it by a failover.
+    fn ensure_leased(&self, partition: u32) -> Result<(), ApiError> {
+        match self.lease.held() {
+            true => Ok(()),
+            false => Err(ApiError::fenced(&self.node, partition)),
+        }
     }
 
     /// The view in force.
@@ -116,6 +145,11 @@ impl Cluster {
     /// Sets how this node changes the map (once; later calls are ignored).
     pub fn set_map_writer(&self, writer: Arc<dyn MapWriter>) {
         let _ = self.map_writer.set(writer);
+    }
+
+    /// Sets how this node restores other nodes' partitions (once; later calls are ignored).
+    pub fn set_restorer(&self, restorer: Arc<dyn Restorer>) {
+        let _ = self.restorer.set(restorer);
     }
 
     /// Waits until no move holds any of `partitions` frozen; writes to them run while the

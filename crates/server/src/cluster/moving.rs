@@ -330,7 +330,7 @@ async fn call(
     Ok((parts.status, body))
 }
 
-fn node_of_cluster(state: &State) -> Result<&Cluster, ApiError> {
+pub(super) fn node_of_cluster(state: &State) -> Result<&Cluster, ApiError> {
     state.cluster.as_deref().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -341,7 +341,7 @@ fn node_of_cluster(state: &State) -> Result<&Cluster, ApiError> {
 }
 
 /// The query's `partition=`, checked against the map.
-fn partition_of(cluster: &Cluster, query: &str) -> Result<u32, ApiError> {
+pub(super) fn partition_of(cluster: &Cluster, query: &str) -> Result<u32, ApiError> {
     let value = param(query, "partition")?;
     let partition = value
         .parse::<u32>()
@@ -354,7 +354,7 @@ fn partition_of(cluster: &Cluster, query: &str) -> Result<u32, ApiError> {
 }
 
 /// The value of `name=` in `query`.
-fn param(query: &str, name: &str) -> Result<String, ApiError> {
+pub(super) fn param(query: &str, name: &str) -> Result<String, ApiError> {
     query
         .split('&')
         .find_map(|pair| pair.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')))
@@ -363,7 +363,7 @@ fn param(query: &str, name: &str) -> Result<String, ApiError> {
         .ok_or_else(|| bad_query(format!("the query needs `{name}=`")))
 }
 
-fn json(value: &impl Serialize) -> Result<Response, ApiError> {
+pub(super) fn json(value: &impl Serialize) -> Result<Response, ApiError> {
     let body = serde_json::to_vec(value).map_err(|e| internal(e.to_string()))?;
     Ok(response::json(StatusCode::OK, body))
 }
@@ -377,11 +377,11 @@ fn conflict(message: String) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, "move_refused", message)
 }
 
-fn bad_query(message: String) -> ApiError {
+pub(super) fn bad_query(message: String) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "bad_query", message)
 }
 
-fn internal(message: String) -> ApiError {
+pub(super) fn internal(message: String) -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
 }
 

@@ -19,17 +19,25 @@ use crate::{
     state::State,
 };
 
-/// The owner of the partition `req` is for, if that is another node.
-pub fn owner_elsewhere(cluster: &Cluster, route: Route, req: &Request<Incoming>) -> Option<Owner> {
+/// Where the request `req` for one partition goes: `Ok(Some(owner))` to another node, `Ok(None)`
+/// here (or it is no request for one partition); refused while this node does not hold its
+/// lease (`super::lease`).
+pub fn owner_elsewhere(cluster: &Cluster, route: Route, req: &Request<Incoming>) -> Result<Option<Owner>, ApiError> {
     let partition = match route {
-        Route::Kv => {
-            let key = parse_key(kv_key(req.uri().path())).ok()?;
-            cluster.view().map.hasher().locate(&key).partition
-        }
-        Route::Keys | Route::Export => partition_param(req.uri().query()?)?,
-        _ => return None,
+        Route::Kv => match parse_key(kv_key(req.uri().path())) {
+            Ok(key) => cluster.view().map.hasher().locate(&key).partition,
+            Err(_) => return Ok(None),
+        },
+        Route::Keys | Route::Export => match req.uri().query().and_then(partition_param) {
+            Some(partition) => partition,
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
     };
-    cluster.elsewhere(partition)
+    match cluster.elsewhere(partition) {
+        Some(owner) => Ok(Some(owner)),
+        None => cluster.ensure_leased(partition).map(|()| None),
+    }
 }
 
 /// Waits while a move holds frozen the partition a write (`PUT` or `DELETE` of `/kv/{key}`)

@@ -5,13 +5,16 @@
 //! | `PREFIX` `map` | the map document ([`ClusterMap`]: TOML and its checksum line) | `cluster init`; later changes by transactions comparing its previous revision |
 //! | `PREFIX` `nodes/ID` | the node's HTTP address, `http://HOST:PORT` | `cluster init` |
 //! | `PREFIX` `alive/ID` | the address the node serves on, attached to its lease | `serve --cluster`, kept alive while it runs |
+//! | `PREFIX` `replicas/ID` | the node's Litestream replica URL (partition N at `<URL>/pNNNN`) | `serve --cluster --litestream-replica`, at each start |
+//! | `PREFIX` `stopped/ID` | empty: the node stopped in order (no failover wanted) | `serve --cluster` at an orderly stop; removed at its next start |
+//! | `PREFIX` `failover/ID` | the node failing `ID` over, attached to that node's lease | `serve --auto-failover`, while it runs one |
 //!
 //! One range read over `PREFIX` returns all of them at one etcd revision: a [`View`] is always
 //! one consistent moment of the cluster.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::Context;
@@ -45,6 +48,18 @@ impl Default for EtcdOptions {
         Self { etcd: None, etcd_prefix: DEFAULT_PREFIX.into() }
     }
 }
+
+/// etcd answered that the lease being renewed has expired.
+#[derive(Debug)]
+pub struct Expired;
+
+impl std::fmt::Display for Expired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the lease expired")
+    }
+}
+
+impl std::error::Error for Expired {}
 
 /// A connection to etcd, at the cluster's prefix.
 #[derive(Clone)]
@@ -120,21 +135,106 @@ impl Etcd {
     /// which fails if the map changed meanwhile; refused if `from` does not own it. The view
     /// after it.
     pub async fn reassign(&mut self, partition: u32, from: &str, to: &str) -> anyhow::Result<View> {
+        let change = |map: &mut ClusterMap| {
+            let owner = map.owners.get(partition as usize).context("no such partition in the cluster map")?;
+            anyhow::ensure!(owner == from, "node `{from}` does not own partition {partition} in etcd: `{owner}` does");
+            map.owners[partition as usize] = to.to_owned();
+            Ok(())
+        };
+        self.change_map(change, Vec::new()).await.with_context(|| format!("giving partition {partition} to `{to}`"))
+    }
+
+    /// Gives each partition of `assigned` to its node, taking them from the dead node `dead`,
+    /// in one transaction that fails if the map is no longer at `version` (another failover or
+    /// move won) or `dead` holds a lease again (it came back: it serves them itself). The view
+    /// after it.
+    pub async fn fail_over(
+        &mut self,
+        dead: &str,
+        assigned: &BTreeMap<u32, String>,
+        version: u64,
+    ) -> anyhow::Result<View> {
+        let change = |map: &mut ClusterMap| {
+            anyhow::ensure!(map.version == version, "the map is at version {}, not {version}", map.version);
+            for (&p, to) in assigned {
+                anyhow::ensure!(map.owners[p as usize] == dead, "node `{dead}` does not own partition {p} in etcd");
+                map.owners[p as usize] = to.clone();
+            }
+            Ok(())
+        };
+        let alive = self.key(&format!("alive/{dead}"));
+        let gone = Compare::create_revision(alive, CompareOp::Equal, 0);
+        let context = || format!("giving the partitions of node `{dead}` to the survivors (did `{dead}` come back?)");
+        self.change_map(change, vec![gone]).await.with_context(context)
+    }
+
+    /// Reads the map, applies `change` to it and writes it with its version bumped, in one
+    /// transaction that fails if the map changed since the read or any of `also` fails.
+    async fn change_map(
+        &mut self,
+        change: impl FnOnce(&mut ClusterMap) -> anyhow::Result<()>,
+        also: Vec<Compare>,
+    ) -> anyhow::Result<View> {
         let map_key = self.key("map");
         let read = self.client.get(map_key.as_str(), None).await.context("reading the cluster map from etcd")?;
         let kv = read.kvs().first().context("no cluster map in etcd")?;
         let mut map = ClusterMap::parse(kv.value_str()?).map_err(anyhow::Error::msg)?;
-        let owner = map.owners.get(partition as usize).context("no such partition in the cluster map")?;
-        anyhow::ensure!(owner == from, "node `{from}` does not own partition {partition} in etcd: `{owner}` does");
-        map.owners[partition as usize] = to.to_owned();
+        change(&mut map)?;
         map.version += 1;
         let put = TxnOp::put(map_key.as_str(), map.to_text().map_err(anyhow::Error::msg)?, None);
-        let txn = Txn::new()
-            .when([Compare::mod_revision(map_key.as_str(), CompareOp::Equal, kv.mod_revision())])
-            .and_then([put]);
-        let done = self.client.txn(txn).await.context("changing the cluster map in etcd")?;
-        anyhow::ensure!(done.succeeded(), "the cluster map changed in etcd meanwhile (another move?)");
+        let mut compares = vec![Compare::mod_revision(map_key.as_str(), CompareOp::Equal, kv.mod_revision())];
+        compares.extend(also);
+        let done = self.client.txn(Txn::new().when(compares).and_then([put])).await;
+        let done = done.context("changing the cluster map in etcd")?;
+        anyhow::ensure!(done.succeeded(), "the cluster map changed in etcd meanwhile (another move or failover?)");
         self.existing_view().await
+    }
+
+    /// Records where `node`'s Litestream replicates its partitions.
+    pub async fn record_replica(&mut self, node: &str, url: &str) -> anyhow::Result<()> {
+        self.client.put(self.key(&format!("replicas/{node}")), url, None).await.context("recording the replica")?;
+        Ok(())
+    }
+
+    /// Where `node`'s Litestream replicates its partitions, if it said.
+    pub async fn replica(&mut self, node: &str) -> anyhow::Result<Option<String>> {
+        self.value(&format!("replicas/{node}")).await
+    }
+
+    /// Marks `node` as stopped in order (`stopped`), or clears the mark (at its start).
+    pub async fn mark_stopped(&mut self, node: &str, stopped: bool) -> anyhow::Result<()> {
+        let key = self.key(&format!("stopped/{node}"));
+        match stopped {
+            true => self.client.put(key, "", None).await.map(drop),
+            false => self.client.delete(key, None).await.map(drop),
+        }
+        .context("marking the node stopped")
+    }
+
+    /// Whether `node` stopped in order (and has not started since).
+    pub async fn stopped(&mut self, node: &str) -> anyhow::Result<bool> {
+        Ok(self.value(&format!("stopped/{node}")).await?.is_some())
+    }
+
+    /// Claims the failover of `dead` for `by` while `lease` lives: false if another node holds
+    /// the claim.
+    pub async fn claim_failover(&mut self, dead: &str, by: &str, lease: i64) -> anyhow::Result<bool> {
+        let key = self.key(&format!("failover/{dead}"));
+        let put = TxnOp::put(key.as_str(), by, Some(PutOptions::new().with_lease(lease)));
+        let txn = Txn::new().when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)]).and_then([put]);
+        Ok(self.client.txn(txn).await.context("claiming the failover")?.succeeded())
+    }
+
+    /// Gives the claim on `dead`'s failover up.
+    pub async fn release_failover(&mut self, dead: &str) -> anyhow::Result<()> {
+        self.client.delete(self.key(&format!("failover/{dead}")), None).await.context("releasing the failover")?;
+        Ok(())
+    }
+
+    /// The value of `PREFIX name`, if there is one.
+    async fn value(&mut self, name: &str) -> anyhow::Result<Option<String>> {
+        let read = self.client.get(self.key(name), None).await.with_context(|| format!("reading `{name}` in etcd"))?;
+        read.kvs().first().map(|kv| Ok(kv.value_str()?.to_owned())).transpose()
     }
 
     /// Grants a lease of `ttl` and attaches `node`'s liveness key (its `address`) to it.
@@ -150,19 +250,26 @@ impl Etcd {
     }
 
     /// Renews `lease` until it cannot be (etcd unreachable, or the lease expired): the error.
-    pub async fn keep_alive(&mut self, lease: i64, every: Duration) -> anyhow::Error {
+    /// After each renewal, `renewed` is told until when it holds: the moment the renewal was
+    /// sent plus the time to live etcd answered (etcd counts from later, when it got it).
+    pub async fn keep_alive(&mut self, lease: i64, every: Duration, renewed: impl Fn(Instant)) -> anyhow::Error {
         let (mut keeper, mut answers) = match self.client.lease_keep_alive(lease).await {
             Ok(pair) => pair,
             Err(err) => return anyhow::Error::new(err).context("renewing the lease"),
         };
         loop {
+            let sent = Instant::now();
             if let Err(err) = keeper.keep_alive().await {
                 return anyhow::Error::new(err).context("renewing the lease");
             }
-            match answers.message().await {
-                Ok(Some(answer)) if answer.ttl() > 0 => {}
-                Ok(_) => return anyhow::anyhow!("the lease expired"),
-                Err(err) => return anyhow::Error::new(err).context("renewing the lease"),
+            // No answer for a whole time to live: the lease has lapsed here anyway.
+            match tokio::time::timeout(every * 3, answers.message()).await {
+                Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
+                    renewed(sent + Duration::from_secs(answer.ttl().unsigned_abs()));
+                }
+                Ok(Ok(_)) => return anyhow::Error::new(Expired),
+                Ok(Err(err)) => return anyhow::Error::new(err).context("renewing the lease"),
+                Err(_) => return anyhow::anyhow!("etcd did not answer a renewal of the lease in time"),
             }
             tokio::time::sleep(every).await;
         }

@@ -1,11 +1,15 @@
 //! `shardlite cluster`: the commands that make and show a cluster's map in etcd
 //! (docs/cluster.md). `init` creates it, `status` shows it with each node's liveness and
-//! records, `move` gives a partition to another node. The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are
+//! records, `move` gives a partition to another node, `failover` gives a dead node's partitions
+//! to the live ones. The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are
 //! [`etcd`]'s.
 
+mod auto_failover;
 pub mod etcd;
+mod failover;
 mod moving;
 pub mod node;
+mod replica;
 mod status;
 
 use std::collections::BTreeMap;
@@ -34,6 +38,23 @@ enum ClusterCommand {
     /// Move a partition to another node, its records with it, while writes go on (they wait
     /// for the copy; the partition's owner runs the move).
     Move(moving::MoveArgs),
+    /// Give the partitions of a dead node (no live lease) to the live nodes, each restored from
+    /// the dead node's Litestream replica, then change the map in one transaction.
+    Failover(failover::FailoverArgs),
+}
+
+/// What the commands that read the map and ask the nodes take.
+#[derive(Debug, Args)]
+struct Asking {
+    #[command(flatten)]
+    etcd: EtcdOptions,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Bearer token for the nodes (role "metrics" for `status`, "admin" for `failover`);
+    /// better in the variable.
+    #[arg(long, env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
 }
 
 /// `shardlite cluster init`.
@@ -62,6 +83,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
         ClusterCommand::Init(args) => init(&args),
         ClusterCommand::Status(args) => status::run(&args),
         ClusterCommand::Move(args) => moving::run(&args),
+        ClusterCommand::Failover(args) => failover::run(&args),
     }
 }
 

@@ -5,18 +5,27 @@
 //!
 //! ```text
 //!  join ── read map + addresses (etcd) ─> Cluster ─> data directory opened with the map's P and seed
-//!  register ── lease (TTL 5 s) + alive/ID ─> task: renew every TTL/3; lapsed: register again
-//!            └ task: watch PREFIX ─> on any change: read the view, Cluster::apply (newer only)
-//!  leave ── stop both tasks, revoke the lease (alive/ID goes at once)
+//!  register ── lease (--lease-ttl) + alive/ID, replicas/ID; read the map again; then serve
+//!            ├ task: renew every TTL/3, each renewal tells the Cluster's Lease until when it
+//!            │       holds (fencing); lapsed: register again, read the map again, serve again
+//!            ├ task: watch PREFIX ─> on any change: read the view, Cluster::apply (newer only)
+//!            └ task (--auto-failover): fail over the nodes that lose their lease
+//!  leave ── stop the tasks, mark stopped/ID, revoke the lease (alive/ID goes at once)
 //! ```
+//!
+//! The map is read again after each registration, before the lease counts as held: a node
+//! coming back after a failover gave its partitions away forwards them from its first request,
+//! and a failover that read the node dead cannot change the map once the node is alive again
+//! (its transaction requires that `alive/ID` does not exist).
 
 use std::{
     net::SocketAddr,
+    path::PathBuf,
     sync::{
         atomic::{AtomicI64, Ordering},
         Arc,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use shardlite_engine::CreateOptions;
@@ -25,11 +34,12 @@ use shardlite_server::{
     cluster::{Cluster, MapWriter, View},
 };
 
-use super::etcd::{Etcd, EtcdOptions};
+use super::{
+    auto_failover,
+    etcd::{Etcd, EtcdOptions, Expired},
+    replica::ReplicaRestorer,
+};
 
-/// The lease's time to live: how long after a node stops renewing (killed, frozen, cut off)
-/// etcd and `cluster status` stop calling it alive.
-const LEASE_TTL: Duration = Duration::from_secs(5);
 /// How long to wait before asking etcd again after it failed.
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -42,11 +52,25 @@ pub struct NodeSettings {
     pub node_id: String,
     /// Answer 421 for other nodes' partitions instead of forwarding.
     pub redirect: bool,
+    /// The lease's time to live: how long after the node stops renewing it (killed, frozen,
+    /// cut off) it stops serving and etcd stops calling it alive.
+    pub lease_ttl: Duration,
+    /// Fail over the nodes that lose their lease.
+    pub auto_failover: bool,
+    /// This node's Litestream replica URL, recorded in etcd for failovers.
+    pub litestream_replica: Option<String>,
+    /// The `litestream` binary this node restores other nodes' partitions with.
+    pub litestream_bin: PathBuf,
+    /// The token this node sends other nodes in a failover it runs.
+    pub failover_token: Option<String>,
+    /// Where restored partitions wait while they are taken in (in the data directory).
+    pub scratch: PathBuf,
 }
 
 /// A node that read the map and may open its data directory.
 pub struct Joined {
     etcd: Etcd,
+    settings: NodeSettings,
     /// The node's view of the cluster, which the server routes by.
     pub cluster: Arc<Cluster>,
 }
@@ -58,7 +82,13 @@ pub async fn join(settings: &NodeSettings) -> anyhow::Result<Joined> {
     let view = etcd.existing_view().await?;
     let cluster = Cluster::new(settings.node_id.clone(), settings.redirect, view).map_err(anyhow::Error::msg)?;
     cluster.set_map_writer(Arc::new(EtcdMap(etcd.clone())));
-    Ok(Joined { etcd, cluster })
+    let restorer = ReplicaRestorer {
+        etcd: etcd.clone(),
+        litestream: settings.litestream_bin.clone(),
+        scratch: settings.scratch.clone(),
+    };
+    cluster.set_restorer(Arc::new(restorer));
+    Ok(Joined { etcd, settings: settings.clone(), cluster })
 }
 
 impl Joined {
@@ -81,31 +111,64 @@ impl Joined {
 
     /// Says the node is alive (serving at `listen`) and starts following the map.
     pub async fn register(self, listen: SocketAddr) -> anyhow::Result<Membership> {
-        let Joined { mut etcd, cluster } = self;
+        let Joined { mut etcd, settings, cluster } = self;
         let node = cluster.node().to_owned();
-        let address = format!("http://{listen}");
-        let lease = Arc::new(AtomicI64::new(etcd.register(&node, &address, LEASE_TTL).await?));
-        tracing::info!(node, %address, map_version = cluster.view().map.version, "joined the cluster");
-        let tasks = vec![
-            tokio::spawn(stay_alive(etcd.clone(), node, address, Arc::clone(&lease))),
-            tokio::spawn(follow(etcd.clone(), cluster)),
+        if let Some(replica) = &settings.litestream_replica {
+            etcd.record_replica(&node, replica).await?;
+        }
+        etcd.mark_stopped(&node, false).await?;
+        let alive = Alive { node: node.clone(), address: format!("http://{listen}"), ttl: settings.lease_ttl };
+        let lease = Arc::new(AtomicI64::new(alive.register(&mut etcd, &cluster).await?));
+        tracing::info!(node, address = %alive.address, map_version = cluster.view().map.version, "joined the cluster");
+        let mut tasks = vec![
+            tokio::spawn(stay_alive(etcd.clone(), alive, Arc::clone(&cluster), Arc::clone(&lease))),
+            tokio::spawn(follow(etcd.clone(), Arc::clone(&cluster))),
         ];
-        Ok(Membership { etcd, lease, tasks })
+        if settings.auto_failover {
+            let watch = auto_failover::watch(etcd.clone(), cluster, Arc::clone(&lease), settings.failover_token);
+            tasks.push(tokio::spawn(watch));
+        }
+        Ok(Membership { etcd, node, lease, tasks })
+    }
+}
+
+/// What this node registers as alive.
+struct Alive {
+    node: String,
+    address: String,
+    ttl: Duration,
+}
+
+impl Alive {
+    /// Grants a lease with `alive/ID` on it, reads the map, then tells `cluster` the lease is
+    /// held: the map read after the lease exists is one a failover of this node can no longer
+    /// change. The lease's id.
+    async fn register(&self, etcd: &mut Etcd, cluster: &Cluster) -> anyhow::Result<i64> {
+        let granted = Instant::now();
+        let lease = etcd.register(&self.node, &self.address, self.ttl).await?;
+        apply(cluster, etcd.existing_view().await?);
+        cluster.lease().hold_until(granted + self.ttl);
+        Ok(lease)
     }
 }
 
 /// A registered node: its lease is renewed and the map followed until [`Membership::leave`].
 pub struct Membership {
     etcd: Etcd,
+    node: String,
     lease: Arc<AtomicI64>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Membership {
-    /// Stops following the map and revokes the lease, so the node is no longer called alive.
+    /// Stops following the map, marks the node stopped in order (automatic failover leaves it
+    /// alone) and revokes the lease, so the node is no longer called alive.
     pub async fn leave(mut self) {
         for task in &self.tasks {
             task.abort();
+        }
+        if let Err(err) = self.etcd.mark_stopped(&self.node, true).await {
+            tracing::warn!(err = format!("{err:#}"), "leaving the cluster: not marked stopped");
         }
         if let Err(err) = self.etcd.revoke(self.lease.load(Ordering::Relaxed)).await {
             tracing::warn!(%err, "leaving the cluster: the lease will expire by itself");
@@ -130,14 +193,19 @@ impl MapWriter for EtcdMap {
     }
 }
 
-/// Renews the lease; when it lapses (etcd unreachable for longer than the TTL), registers again.
-async fn stay_alive(mut etcd: Etcd, node: String, address: String, lease: Arc<AtomicI64>) {
+/// Renews the lease, telling `cluster` until when it holds; when it lapses (etcd unreachable
+/// for longer than the TTL) the node stops serving its partitions, and registers again.
+async fn stay_alive(mut etcd: Etcd, alive: Alive, cluster: Arc<Cluster>, lease: Arc<AtomicI64>) {
     loop {
-        let err = etcd.keep_alive(lease.load(Ordering::Relaxed), LEASE_TTL / 3).await;
+        let renewed = |until| cluster.lease().hold_until(until);
+        let err = etcd.keep_alive(lease.load(Ordering::Relaxed), alive.ttl / 3, renewed).await;
+        if err.is::<Expired>() {
+            cluster.lease().lose();
+        }
         tracing::warn!(err = format!("{err:#}"), "the node's lease lapsed; registering again");
         loop {
             tokio::time::sleep(RETRY).await;
-            match etcd.register(&node, &address, LEASE_TTL).await {
+            match alive.register(&mut etcd, &cluster).await {
                 Ok(id) => break lease.store(id, Ordering::Relaxed),
                 Err(err) => tracing::warn!(err = format!("{err:#}"), "registering with etcd failed; retrying"),
             }
@@ -168,10 +236,14 @@ async fn follow(mut etcd: Etcd, cluster: Arc<Cluster>) {
 
 /// Reads the view from etcd and applies it if it is newer.
 async fn refresh(etcd: &mut Etcd, cluster: &Cluster) {
-    let view = match etcd.existing_view().await {
-        Ok(view) => view,
-        Err(err) => return tracing::warn!(err = format!("{err:#}"), "reading the cluster map failed"),
-    };
+    match etcd.existing_view().await {
+        Ok(view) => apply(cluster, view),
+        Err(err) => tracing::warn!(err = format!("{err:#}"), "reading the cluster map failed"),
+    }
+}
+
+/// Applies `view` if it is newer than the one in force.
+fn apply(cluster: &Cluster, view: View) {
     let version = view.map.version;
     match cluster.apply(view) {
         Ok(true) => tracing::info!(version, "following a new cluster map"),

@@ -4,23 +4,14 @@
 
 use serde::Serialize;
 
-use super::{
-    etcd::{Etcd, EtcdOptions},
-    runtime,
-};
+use super::{etcd::Etcd, runtime, Asking};
 use crate::stats;
 
 /// `shardlite cluster status`.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     #[command(flatten)]
-    etcd: EtcdOptions,
-    /// One JSON document instead of the table.
-    #[arg(long)]
-    json: bool,
-    /// Bearer token for the nodes' /stats (role "metrics"); better in the variable.
-    #[arg(long, env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
-    auth_token: Option<String>,
+    asking: Asking,
 }
 
 /// The cluster as `status` reports it.
@@ -44,6 +35,7 @@ struct NodeStatus {
 
 /// Runs `cluster status`.
 pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
+    let args = &args.asking;
     let view = runtime()?.block_on(async { Etcd::connect(&args.etcd).await?.existing_view().await })?;
     let client = stats::client(None)?;
     let nodes = view

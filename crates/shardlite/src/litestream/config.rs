@@ -76,7 +76,7 @@ pub fn render(dir: &Path, manifest: &Manifest, replica: &str, settings: &Passthr
 }
 
 /// The replica URL of partition `p`: `<replica>/pNNNN`, before any query string.
-fn partition_url(replica: &str, p: u32) -> String {
+pub fn partition_url(replica: &str, p: u32) -> String {
     let (base, query) = replica.split_once('?').map_or((replica, None), |(b, q)| (b, Some(q)));
     let url = format!("{}/p{p:04}", base.trim_end_matches('/'));
     query.map_or(url.clone(), |q| format!("{url}?{q}"))

@@ -122,8 +122,9 @@ fn restore_databases(
                     break;
                 }
                 let (db, replica) = &replicated.partitions[p as usize];
-                match restore_one(litestream, config_arg, db, &layout.db(p), timestamp) {
-                    Ok(()) => bar.inc(1),
+                let source = Source::Config { config: config_arg, db };
+                match restore_one(litestream, &source, &layout.db(p), timestamp) {
+                    Ok(_) => bar.inc(1),
                     Err(err) => {
                         failed.store(true, Ordering::Relaxed);
                         let err = err.context(format!("partition {p} (replica {replica})"));
@@ -139,27 +140,53 @@ fn restore_databases(
     errors.into_iter().next().map_or(Ok(()), |(_, err)| Err(err))
 }
 
-/// `litestream restore -config CONFIG -o OUT [-timestamp T] DB`.
+/// What one `litestream restore` restores.
+enum Source<'a> {
+    /// A database of a Litestream config, from the replica the config gives it.
+    Config { config: &'a str, db: &'a Path },
+    /// A replica named by its URL.
+    Replica(&'a str),
+}
+
+/// Restores the replica at `url` (one partition's: `<replica>/pNNNN`) into the new file `out`:
+/// the replica's last transaction id restored.
+pub fn restore_replica(litestream: &Litestream, url: &str, out: &Path) -> anyhow::Result<String> {
+    restore_one(litestream, &Source::Replica(url), out, None)
+}
+
+/// `litestream restore -json [-config CONFIG] -o OUT [-timestamp T] DB|URL`: the replica's
+/// transaction id restored.
 fn restore_one(
     litestream: &Litestream,
-    config_arg: &str,
-    db: &Path,
+    source: &Source,
     out: &Path,
     timestamp: Option<&str>,
-) -> anyhow::Result<()> {
-    let mut args = vec!["restore".to_owned(), "-config".into(), config_arg.into(), "-o".into()];
-    args.push(out.to_string_lossy().into_owned());
+) -> anyhow::Result<String> {
+    let mut args = vec!["restore".to_owned(), "-json".into(), "-o".into(), out.to_string_lossy().into_owned()];
     if let Some(t) = timestamp {
         args.extend(["-timestamp".into(), t.to_owned()]);
     }
-    args.push(db.to_string_lossy().into_owned());
+    let named = match source {
+        Source::Config { config, db } => {
+            args.extend(["-config".into(), (*config).to_owned()]);
+            db.to_string_lossy().into_owned()
+        }
+        Source::Replica(url) => (*url).to_owned(),
+    };
+    args.push(named.clone());
     let output = litestream.run(&args)?;
     let said = text(&output);
     if said.contains("no matching backup files available") {
         let when = timestamp.map_or(String::new(), |t| format!(" at or before {t}"));
-        anyhow::bail!("the replica holds no backup of {}{when} (Litestream: {said})", db.display());
+        anyhow::bail!("the replica holds no backup of {named}{when} (Litestream: {said})");
     }
     ensure!(output.status.success(), "`litestream restore` failed: {said}");
     ensure!(out.exists(), "`litestream restore` wrote no {}: {said}", out.display());
-    Ok(())
+    #[derive(serde::Deserialize)]
+    struct Summary {
+        txid: String,
+    }
+    let summary: Summary = serde_json::from_slice(&output.stdout)
+        .with_context(|| format!("`litestream restore -json` printed no summary: {said}"))?;
+    Ok(summary.txid)
 }

@@ -3,7 +3,7 @@
 //! wrote) or `--from-litestream CONFIG` ([`litestream`]: Litestream's replicas).
 
 mod backup;
-mod litestream;
+pub(crate) mod litestream;
 
 use std::path::PathBuf;
 

@@ -30,6 +30,7 @@ use shardlite_server::{auth::TokenSource, ServerOptions};
 
 use crate::{
     cluster::{etcd::EtcdOptions, node::NodeSettings},
+    litestream::config::replica_url,
     logging::LogFormat,
 };
 
@@ -108,7 +109,7 @@ pub struct LogOptions {
 }
 
 /// Serving as a node of a cluster (docs/cluster.md).
-#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
 #[command(next_help_heading = "Cluster")]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterOptions {
@@ -123,6 +124,45 @@ pub struct ClusterOptions {
     /// forwarding the request to it.
     #[arg(long)]
     pub redirect: bool,
+    /// Seconds of this node's lease in etcd: this long after the node stops renewing it
+    /// (killed, frozen, cut off from etcd) it has stopped serving its partitions, and the other
+    /// nodes see it dead (etcd's minimum: 2).
+    #[arg(long, value_name = "SECONDS")]
+    pub lease_ttl: u64,
+    /// When another node loses its lease, fail its partitions over to the live nodes (restored
+    /// from its Litestream replica); one live node runs each failover.
+    #[arg(long)]
+    pub auto_failover: bool,
+    /// Where this node's Litestream replicates its partitions (the --replica given to
+    /// `litestream-config`: a directory or a URL); recorded in etcd, so that a failover
+    /// restores this node's partitions from there.
+    #[arg(long, value_name = "URL")]
+    pub litestream_replica: Option<String>,
+    /// The litestream binary this node restores a dead node's partitions with (a name is looked
+    /// up on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub litestream_bin: PathBuf,
+    /// Bearer token (role "admin") this node sends the other nodes in a failover it runs
+    /// (--auto-failover), when they need tokens (better in this variable or the config file,
+    /// as a flag shows the token to every user of the machine).
+    #[serde(skip_serializing)] // a secret
+    #[arg(long, value_name = "TOKEN")]
+    pub failover_token: Option<String>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self {
+            cluster: false,
+            node_id: None,
+            redirect: false,
+            lease_ttl: 5,
+            auto_failover: false,
+            litestream_replica: None,
+            litestream_bin: "litestream".into(),
+            failover_token: None,
+        }
+    }
 }
 
 /// The `--config` flag: the TOML file, which is no key of itself.
@@ -297,19 +337,36 @@ fn node_settings(
     storage: &Storage,
 ) -> anyhow::Result<Option<NodeSettings>> {
     if !cluster.cluster {
+        let defaults = ClusterOptions::default();
         anyhow::ensure!(
-            cluster.node_id.is_none() && !cluster.redirect && etcd.etcd.is_none(),
-            "node_id, redirect and etcd are settings of a cluster node: add --cluster"
+            cluster == defaults && etcd.etcd.is_none(),
+            "node_id, redirect, lease_ttl, auto_failover, litestream_replica, litestream_bin, failover_token and \
+             etcd are settings of a cluster node: add --cluster"
         );
         return Ok(None);
     }
-    anyhow::ensure!(
-        matches!(storage, Storage::Data(_)),
-        "a cluster node serves a data directory (--data), not --backend"
-    );
+    let Storage::Data(data) = storage else {
+        anyhow::bail!("a cluster node serves a data directory (--data), not --backend")
+    };
     anyhow::ensure!(etcd.etcd.is_some(), "--cluster needs --etcd http://HOST:PORT[,...]: where the cluster map is");
+    anyhow::ensure!(
+        cluster.lease_ttl >= 2,
+        "--lease-ttl {}: etcd grants leases of 2 seconds or more",
+        cluster.lease_ttl
+    );
     let node_id = cluster.node_id.context("--cluster needs --node-id ID: this node's id in the cluster map")?;
-    Ok(Some(NodeSettings { etcd, node_id, redirect: cluster.redirect }))
+    let litestream_replica = cluster.litestream_replica.as_deref().map(replica_url).transpose()?;
+    Ok(Some(NodeSettings {
+        etcd,
+        node_id,
+        redirect: cluster.redirect,
+        lease_ttl: std::time::Duration::from_secs(cluster.lease_ttl),
+        auto_failover: cluster.auto_failover,
+        litestream_replica,
+        litestream_bin: cluster.litestream_bin,
+        failover_token: cluster.failover_token,
+        scratch: data.join(".takeover"),
+    }))
 }
 
 /// Where the records live: the data directory, or PostgreSQL's URL.

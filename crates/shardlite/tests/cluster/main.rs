@@ -12,12 +12,16 @@
 //! - The Rust client's cluster mode (`client`): each request straight to its owner, a 421
 //!   after a move read as "read the map again".
 //! - Moving a partition (`moving`).
+//! - Fencing and failover (`failover`): a node without its lease serves none of its
+//!   partitions; a killed node's partitions are restored from its Litestream replica by the
+//!   survivors; a node back with a stale map forwards.
 #![allow(clippy::unwrap_used)]
 
 mod client;
 #[path = "../common/mod.rs"]
 mod common;
 mod etcd;
+mod failover;
 mod moving;
 
 use std::{collections::BTreeMap, process::Command, time::Duration};

@@ -3,6 +3,8 @@
 //! from `/proc/<pid>` (open file descriptors, resident memory).
 #![allow(dead_code)] // each test binary uses a part of it
 
+pub mod litestream;
+
 use std::{
     net::TcpListener,
     path::Path,

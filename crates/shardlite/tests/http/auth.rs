@@ -31,6 +31,7 @@ async fn every_route_but_healthz_needs_the_token() {
         (Method::POST, server.at("/admin/move?partition=0&to=n2")),
         (Method::GET, server.at("/admin/move/records?partition=0")),
         (Method::POST, server.at("/admin/adopt?partition=0&from=n1")),
+        (Method::POST, server.at("/admin/takeover?partition=0&from=n1")),
         (Method::GET, server.at("/no/such/route")),
     ];
     for (method, url) in &requests {
@@ -75,7 +76,7 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
     let kv = server.kv(&key(1));
     let batch = r#"{"ops":[{"op":"get","key":"6b31"}]}"#;
     // (method, url, body, the roles allowed)
-    let requests: [(Method, String, &str, &[&str]); 16] = [
+    let requests: [(Method, String, &str, &[&str]); 17] = [
         (Method::GET, kv.clone(), "", &["read", "write"]),
         (Method::HEAD, kv.clone(), "", &["read", "write"]),
         (Method::PUT, kv.clone(), "v", &["write"]),
@@ -93,6 +94,7 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
         (Method::POST, server.at("/admin/move?partition=0&to=n2"), "", &["admin"]),
         (Method::GET, server.at("/admin/move/records?partition=0"), "", &["admin"]),
         (Method::POST, server.at("/admin/adopt?partition=0&from=n1"), "", &["admin"]),
+        (Method::POST, server.at("/admin/takeover?partition=0&from=n1"), "", &["admin"]),
     ];
     for (method, url, body, allowed) in &requests {
         for role in ["read", "write", "admin", "metrics"] {
