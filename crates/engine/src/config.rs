@@ -231,7 +231,8 @@ pub struct Config {
     // (`crate::cache`).
     #[cfg_attr(feature = "cli", arg(long))]
     pub record_cache_mib: u64,
-    /// Read-only SQLite connections per partition.
+    /// Read-only SQLite connections per partition (at least: a store of fewer partitions than
+    /// lookup threads opens up to lookup_threads / partitions; the memory budget may give fewer).
     // Kept per partition, opened on demand.
     #[cfg_attr(feature = "cli", arg(long))]
     pub readers_per_partition: usize,

@@ -12,7 +12,8 @@
 //!   the working memory, the rest after the index pages' share:
 //! - SQLite, [`SQLITE_SHARE`]: every connection's page cache, schema and statements. Each
 //!   connection's `cache_size` is its part of the share over every connection the store may
-//!   open (a writer and up to `readers_per_partition` readers a partition, and the
+//!   open (a writer and up to `readers_per_partition` readers a partition, more in a store of
+//!   fewer partitions than lookup threads, and the
 //!   checkpointer's one), less what a connection holds besides ([`CONNECTION_BYTES`]); a
 //!   partition gets fewer readers (at least one) when that many would leave a connection less
 //!   than [`MIN_CACHE_KIB`]. SQLite's own soft heap
@@ -123,7 +124,7 @@ impl MemoryPlan {
         let connections = |readers: usize| u64::from(partitions) * (1 + readers as u64) + 1;
         let cache_kib =
             |readers: usize| (share(SQLITE_SHARE) / connections(readers)).saturating_sub(CONNECTION_BYTES) >> 10;
-        let readers = (1..=config.readers_per_partition.max(1))
+        let readers = (1..=wanted_readers(config, partitions))
             .rev()
             .find(|&r| cache_kib(r) >= u64::from(MIN_CACHE_KIB))
             .unwrap_or(1);
@@ -175,6 +176,14 @@ impl MemoryPlan {
             ..config.clone()
         }
     }
+}
+
+/// Readers a partition may open before the budget has its say: the setting, or, in a store of
+/// fewer partitions than lookup threads, enough for every lookup thread to read at once (on cold
+/// data each waits on a disk read; fewer readers would leave the device's queue short).
+fn wanted_readers(config: &Config, partitions: u32) -> usize {
+    let per_partition = config.lookup_threads.div_ceil(partitions.max(1) as usize);
+    config.readers_per_partition.max(per_partition).max(1)
 }
 
 /// The smallest budget that gives `partitions` (one reader each) their minimums (and index
@@ -252,6 +261,16 @@ mod tests {
         let plan = MemoryPlan::new(&Config { memory_budget_mib: Some(tight), ..config.clone() }, 256).unwrap();
         assert_eq!(plan.readers_per_partition, 1);
         assert_eq!(plan.apply(&config).readers_per_partition, 1);
+    }
+
+    /// A store of fewer partitions than lookup threads gives each partition enough readers for
+    /// all of them to read at once; a store of many keeps the setting.
+    #[test]
+    fn few_partitions_get_a_reader_for_each_lookup_thread() {
+        let defaults = Config::default();
+        assert_eq!(plan(2048, 1).unwrap().readers_per_partition, defaults.lookup_threads);
+        assert_eq!(plan(2048, 4).unwrap().readers_per_partition, defaults.lookup_threads / 4);
+        assert_eq!(plan(4096, 256).unwrap().readers_per_partition, defaults.readers_per_partition);
     }
 
     /// Index pages take their share of a roomy budget, give way to the other parts' minimums in

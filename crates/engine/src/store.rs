@@ -193,9 +193,9 @@ impl Store {
 
     fn start(layout: Layout, config: Config, mut manifest: Manifest) -> Result<Self> {
         config.validate()?;
-        ensure_fd_budget(&config, manifest.partitions)?;
         let memory = MemoryPlan::new(&config, manifest.partitions)?;
         let config = memory.apply(&config);
+        ensure_fd_budget(&config, manifest.partitions)?;
         let hasher = manifest.hasher();
         let threads = config.writer_threads.min(manifest.partitions as usize);
         let created = manifest.clone();
