@@ -51,8 +51,8 @@ struct Asking {
     /// One JSON document instead of text.
     #[arg(long)]
     json: bool,
-    /// Bearer token for the nodes (role "metrics" for `status`, "admin" for `failover`);
-    /// better in the variable.
+    /// Bearer token for the nodes (role "metrics" for `status`, "admin" for `move` and
+    /// `failover`); better in the variable.
     #[arg(long, env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
 }

@@ -7,10 +7,7 @@
 
 use anyhow::Context;
 
-use super::{
-    etcd::{Etcd, EtcdOptions},
-    runtime,
-};
+use super::{etcd::Etcd, runtime, Asking};
 use crate::stats;
 
 /// `shardlite cluster move`.
@@ -21,20 +18,14 @@ pub struct MoveArgs {
     /// The node to give it to (an id of the map).
     node: String,
     #[command(flatten)]
-    etcd: EtcdOptions,
-    /// One JSON document instead of the line of text.
-    #[arg(long)]
-    json: bool,
-    /// Bearer token for the nodes' admin routes (role "admin"); better in the variable.
-    #[arg(long, env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
-    auth_token: Option<String>,
+    asking: Asking,
 }
 
 /// Runs `cluster move`.
 pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
+    let (p, to, args) = (args.partition, &args.node, &args.asking);
     let runtime = runtime()?;
     let view = runtime.block_on(async { Etcd::connect(&args.etcd).await?.existing_view().await })?;
-    let (p, to) = (args.partition, &args.node);
     anyhow::ensure!(
         p < view.map.partitions,
         "partition {p} does not exist: the cluster's partitions are 0..{}",
