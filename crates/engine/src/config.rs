@@ -219,10 +219,11 @@ pub struct Config {
     /// How long a writer waits for more requests after the first, µs.
     #[cfg_attr(feature = "cli", arg(long))]
     pub max_linger_us: u64,
-    /// Threads serving reads.
-    // They serve `Store::submit_get`: reads for callers that must not block. Each waits on
-    // one disk read at a time when the data is cold, so they are what keeps the device's queue
-    // full (README, "Bigger than RAM": measured); warm reads cost the same CPU either way.
+    /// Threads serving reads; 0: sized from the disk under the data directory (a quarter of its
+    /// hardware queue depth, 8 to 64).
+    // They serve `Store::submit_get` (reads for callers that must not block) and the writers'
+    // warming reads. Each waits on one disk read at a time when the data is cold, so they are
+    // what keeps the device's queue full (`crate::lookups`; README, "Bigger than RAM").
     #[cfg_attr(feature = "cli", arg(long))]
     pub lookup_threads: usize,
     /// RAM for recently read records, MiB (at most: the memory budget may give less); 0: no
@@ -274,7 +275,7 @@ impl Default for Config {
             queue_capacity: 4096,
             max_batch: 1024,
             max_linger_us: 0,
-            lookup_threads: 32,
+            lookup_threads: 0,
             record_cache_mib: 64,
             readers_per_partition: 2,
             checkpoint_pages: 1000,
@@ -318,7 +319,6 @@ impl Config {
             ("queue_capacity", self.queue_capacity),
             ("max_batch", self.max_batch),
             ("readers_per_partition", self.readers_per_partition),
-            ("lookup_threads", self.lookup_threads),
             ("merge_threshold", self.merge_threshold),
             ("log_segment_mib", self.log_segment_mib as usize),
         ] {

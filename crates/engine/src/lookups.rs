@@ -9,9 +9,15 @@
 //! record cache like any read (which stays coherent: a commit removes the keys it wrote), and is
 //! dropped when the queue is full.
 //!
+//! How many threads: `lookup_threads`, or with 0 (the default) [`threads_for`] the disk under the
+//! data directory: a quarter of the requests its hardware queues take at once, 8 to 64. On cold
+//! data each thread waits on one read, so they are what keeps the device's queue busy; past a
+//! fraction of its depth more only add waiting.
+//!
 //! [`warm`]: LookupQueue::warm
 
 use std::{
+    path::Path,
     sync::{Arc, Mutex, RwLock},
     thread::JoinHandle,
 };
@@ -19,6 +25,22 @@ use std::{
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
 use crate::{ops::Record, Error, Result};
+
+/// Lookup threads when the disk's queue depth cannot be read (no block device under the data
+/// directory: tmpfs, overlay): what the rule gives a virtio disk's 128.
+const UNKNOWN_DEVICE_THREADS: usize = 32;
+/// The fewest and the most lookup threads sized from the disk.
+const DEVICE_THREADS: std::ops::RangeInclusive<usize> = 8..=64;
+
+/// Lookup threads for a store in `dir`: `configured`, or with 0, sized from the disk under it.
+pub fn threads_for(dir: &Path, configured: usize) -> usize {
+    if configured > 0 {
+        return configured;
+    }
+    shardlite_proc::block::queue_depth_for_path(dir).map_or(UNKNOWN_DEVICE_THREADS, |depth| {
+        (depth as usize / 4).clamp(*DEVICE_THREADS.start(), *DEVICE_THREADS.end())
+    })
+}
 
 /// What a lookup answers.
 pub type Answer = Result<Option<Record>>;
@@ -107,6 +129,23 @@ impl LookupQueue {
         let threads: Vec<_> = self.threads.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
         for thread in threads {
             let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_setting_is_kept_and_zero_is_sized_from_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(threads_for(dir.path(), 5), 5);
+        let sized = threads_for(dir.path(), 0);
+        assert!(DEVICE_THREADS.contains(&sized), "{sized}");
+        match shardlite_proc::block::queue_depth_for_path(dir.path()) {
+            Some(depth) => assert_eq!(sized, (depth as usize / 4).clamp(8, 64)),
+            None => assert_eq!(sized, UNKNOWN_DEVICE_THREADS),
         }
     }
 }

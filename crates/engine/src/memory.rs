@@ -267,10 +267,11 @@ mod tests {
     /// all of them to read at once; a store of many keeps the setting.
     #[test]
     fn few_partitions_get_a_reader_for_each_lookup_thread() {
-        let defaults = Config::default();
-        assert_eq!(plan(2048, 1).unwrap().readers_per_partition, defaults.lookup_threads);
-        assert_eq!(plan(2048, 4).unwrap().readers_per_partition, defaults.lookup_threads / 4);
-        assert_eq!(plan(4096, 256).unwrap().readers_per_partition, defaults.readers_per_partition);
+        let config = |mib: u64| Config { memory_budget_mib: Some(mib), lookup_threads: 32, ..Config::default() };
+        assert_eq!(MemoryPlan::new(&config(2048), 1).unwrap().readers_per_partition, 32);
+        assert_eq!(MemoryPlan::new(&config(2048), 4).unwrap().readers_per_partition, 8);
+        let many = MemoryPlan::new(&config(4096), 256).unwrap();
+        assert_eq!(many.readers_per_partition, Config::default().readers_per_partition);
     }
 
     /// Index pages take their share of a roomy budget, give way to the other parts' minimums in

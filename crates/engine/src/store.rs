@@ -38,7 +38,7 @@ use crate::{
     index::IndexPages,
     keyhash::{KeyHash, KeyHasher},
     layout::Layout,
-    lookups::LookupQueue,
+    lookups::{self, LookupQueue},
     maintenance,
     manifest::Manifest,
     memory::{self, MemoryPlan},
@@ -193,6 +193,8 @@ impl Store {
 
     fn start(layout: Layout, config: Config, mut manifest: Manifest) -> Result<Self> {
         config.validate()?;
+        let lookup_threads = lookups::threads_for(layout.dir(), config.lookup_threads);
+        let config = Config { lookup_threads, ..config };
         let memory = MemoryPlan::new(&config, manifest.partitions)?;
         let config = memory.apply(&config);
         ensure_fd_budget(&config, manifest.partitions)?;

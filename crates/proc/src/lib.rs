@@ -4,8 +4,10 @@
 //! machine's CPU (`/proc/stat`) and a disk's counters (`/proc/diskstats`) — and the process's
 //! own CPU time, from `getrusage`, which counts microseconds where `/proc` counts ticks of 10 ms.
 //! Also eviction of files from the page cache, so that the next reads really go to the disk, and
-//! the memory this process may use ([`cgroup`]).
+//! the memory this process may use ([`cgroup`]), and the depth of the disk queue under a path
+//! ([`block`]).
 
+pub mod block;
 pub mod cgroup;
 
 use std::{fs, os::unix::fs::MetadataExt, path::Path};
