@@ -8,8 +8,11 @@
 //! The epoch is part of every record's [`crate::Version`]. It changes only when an open finds
 //! that the last session may have lost state it had already shown (it did not close, or a log
 //! was lost): then versions shown before could otherwise be given again to other values. A new
-//! epoch is later than every earlier one and, being at least the Unix time in seconds, than
-//! any epoch an older copy of the directory (a restored backup) could have reached before now.
+//! epoch is later than every earlier one and, being at least the Unix time in seconds (shifted
+//! past [`EPOCH_RANDOM_BITS`] random bits), than any epoch an older copy of the directory (a
+//! restored backup) could have reached before now. The random bits tell apart two directories
+//! whose epochs began in the same second, so a tag one of them showed never names a state of the
+//! other (a partition restored on another node by a failover, a copy beside its original).
 //! Format 1 had no epoch; such a directory gets one at its first open by this build.
 
 use std::path::Path;
@@ -52,7 +55,7 @@ impl Manifest {
             hash_seed: create.hash_seed.unwrap_or(CreateOptions::DEFAULT_HASH_SEED),
             index: create.index.unwrap_or_default(),
             fingerprint_bits: create.fingerprint_bits.unwrap_or(CreateOptions::DEFAULT_FINGERPRINT_BITS),
-            epoch: unix_seconds().max(1),
+            epoch: epoch_now(),
         }
     }
 
@@ -76,10 +79,10 @@ impl Manifest {
         self.epoch == 0 || self.format_version < FORMAT_VERSION
     }
 
-    /// Moves to a new epoch, later than the current one and at least the Unix time; the caller
+    /// Moves to a new epoch, later than the current one and at least [`epoch_now`]; the caller
     /// writes the manifest before anything of the new epoch is shown.
     pub fn start_epoch(&mut self) {
-        self.epoch = (self.epoch + 1).max(unix_seconds());
+        self.epoch = (self.epoch + 1).max(epoch_now());
         self.format_version = FORMAT_VERSION;
     }
 
@@ -172,6 +175,17 @@ pub fn checked_body(text: &str) -> std::result::Result<&str, String> {
     Ok(body)
 }
 
+/// Random low bits of an epoch begun now: two directories starting an epoch in the same second
+/// share it once in 2^20. Below 2^53 until the year 2242, so JSON readers keep it exact.
+pub const EPOCH_RANDOM_BITS: u32 = 20;
+
+/// An epoch begun now: the Unix time in seconds above [`EPOCH_RANDOM_BITS`] random bits.
+fn epoch_now() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    (unix_seconds().max(1) << EPOCH_RANDOM_BITS) | (random & ((1 << EPOCH_RANDOM_BITS) - 1))
+}
+
 pub(crate) fn unix_seconds() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
@@ -207,12 +221,23 @@ mod tests {
         assert_eq!((m.format_version, m.epoch), (1, 0));
         assert!(m.needs_epoch());
         m.start_epoch();
-        assert!(m.epoch >= unix_seconds() && !m.needs_epoch());
+        assert!(m.epoch >> EPOCH_RANDOM_BITS >= unix_seconds() - 1 && !m.needs_epoch());
         let first = m.epoch;
         m.start_epoch();
         assert!(m.epoch > first, "a new epoch is later even within the same second");
         m.write(&path).unwrap();
         assert_eq!(Manifest::read(&path).unwrap(), m);
+    }
+
+    /// Directories created in the same second (nodes of a cluster started together) get
+    /// different epochs, so a tag of one matches no state of the other.
+    #[test]
+    fn directories_created_in_the_same_second_get_different_epochs() {
+        let epochs: std::collections::BTreeSet<u64> =
+            (0..16).map(|_| Manifest::new(&CreateOptions::default()).epoch).collect();
+        assert_eq!(epochs.len(), 16, "{epochs:?}");
+        let seconds: std::collections::BTreeSet<u64> = epochs.iter().map(|e| e >> EPOCH_RANDOM_BITS).collect();
+        assert!(seconds.len() <= 2 && seconds.iter().all(|&s| s + 1 >= unix_seconds()), "{seconds:?}");
     }
 
     #[test]
