@@ -85,6 +85,11 @@ impl RecordCache {
         found
     }
 
+    /// Whether the cache holds `key` (neither a hit nor a miss: nobody reads the record).
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.records.contains_key(key)
+    }
+
     /// Partition `p`'s generation: note it before reading SQLite, for [`RecordCache::fill`].
     pub fn generation(&self, p: u32) -> u64 {
         *self.lock(p)

@@ -114,13 +114,8 @@ impl LookupQueue {
     }
 
     /// Jobs waiting.
-    pub fn len(&self) -> usize {
+    pub fn queued(&self) -> usize {
         self.jobs.len()
-    }
-
-    /// Whether no job waits.
-    pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
     }
 
     /// Refuses new jobs, lets the threads finish the queued ones, and waits for them.

@@ -473,7 +473,7 @@ impl Store {
             .collect();
         let queue_depths =
             self.shared.writers.read().unwrap_or_else(|p| p.into_inner()).iter().map(Sender::len).collect();
-        let lookup_queue_depth = self.lookups.len();
+        let lookup_queue_depth = self.lookups.queued();
         let record_cache = self.shared.cache.as_ref().map(|c| c.stats());
         let recent_entries: u64 = partitions.iter().map(|p: &PartitionStats| p.index_recent_entries).sum();
         let memory = MemoryStats {

@@ -647,7 +647,7 @@ impl WriterThread {
     fn warm(&self, groups: &[(u32, Vec<WriteRequest>)]) {
         for (_, reqs) in groups {
             let keys = reqs.iter().flat_map(|r| r.ops.iter().map(|(op, _)| op.key())).skip(1);
-            for key in keys.filter(|key| self.cache.as_ref().is_none_or(|c| c.get(key).is_none())) {
+            for key in keys.filter(|key| self.cache.as_ref().is_none_or(|c| !c.holds(key))) {
                 self.lookups.warm(key);
             }
         }
