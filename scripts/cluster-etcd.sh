@@ -1,6 +1,7 @@
-# Sourced by the cluster measurement scripts (with `etcd` set): a temporary directory `dir`,
-# removed at exit with every process in `pids` killed; `port` (a free loopback port); and one
-# etcd member serving at `endpoint`.
+# Sourced by the cluster measurement scripts (with `etcd` and `bin` set): a temporary directory
+# `dir`, removed at exit with every process in `pids` killed; `port` (a free loopback port); one
+# etcd member serving at `endpoint`; and `serve_node NODE PORT [serve flags...]`, which starts
+# node NODE of the map on $dir/NODE and waits until it is ready.
 dir=$(mktemp -d /tmp/shardlite-cluster.XXXXXX)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
@@ -12,3 +13,11 @@ endpoint=http://127.0.0.1:$client
   --initial-cluster "default=http://127.0.0.1:$peer" --log-level warn >"$dir/etcd.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do curl -sf "$endpoint/health" >/dev/null && break; sleep 0.1; done
+serve_node() {
+  local node=$1 at=$2
+  shift 2
+  RUST_LOG=${RUST_LOG:-warn} "$bin" serve --data "$dir/$node" --listen "127.0.0.1:$at" --cluster --etcd "$endpoint" \
+    --node-id "$node" "$@" >"$dir/$node.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 600); do curl -sf "http://127.0.0.1:$at/readyz" >/dev/null && break; sleep 0.1; done
+}

@@ -31,12 +31,9 @@ n1=$(port) n2=$(port) n3=$(port)
   --nodes "n1=http://127.0.0.1:$n1,n2=http://127.0.0.1:$n2,n3=http://127.0.0.1:$n3" >/dev/null
 declare -A node_pid replicator_pid
 for node in n1 n2 n3; do
-  RUST_LOG=warn,shardlite::cluster::auto_failover=info "$bin" serve --data "$dir/$node" --listen "127.0.0.1:${!node}" --cluster --etcd "$endpoint" \
-    --node-id "$node" --lease-ttl "$ttl" --auto-failover --litestream --litestream-replica "$dir/replica-$node" \
-    --litestream-bin "$litestream" >"$dir/$node.log" 2>&1 &
-  node_pid[$node]=$!
-  pids+=($!)
-  for _ in $(seq 600); do curl -sf "http://127.0.0.1:${!node}/readyz" >/dev/null && break; sleep 0.1; done
+  RUST_LOG=warn,shardlite::cluster::auto_failover=info serve_node "$node" "${!node}" --lease-ttl "$ttl" \
+    --auto-failover --litestream --litestream-replica "$dir/replica-$node" --litestream-bin "$litestream"
+  node_pid[$node]=${pids[-1]}
   "$bin" litestream-config --data "$dir/$node" --replica "$dir/replica-$node" --out "$dir/$node.yml"
   "$litestream" replicate -config "$dir/$node.yml" >"$dir/$node.litestream.log" 2>&1 &
   replicator_pid[$node]=$!

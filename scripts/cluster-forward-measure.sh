@@ -24,10 +24,7 @@ owner=$(port) proxy=$(port)
 "$bin" cluster init --etcd "$endpoint" --partitions "$parts" --nodes "owner=http://127.0.0.1:$owner" \
   --spare-nodes "proxy=http://127.0.0.1:$proxy" >/dev/null
 for node in owner proxy; do
-  RUST_LOG=warn "$bin" serve --data "$dir/$node" --listen "127.0.0.1:${!node}" --cluster --etcd "$endpoint" \
-    --node-id "$node" >"$dir/$node.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 300); do curl -sf "http://127.0.0.1:${!node}/readyz" >/dev/null && break; sleep 0.1; done
+  serve_node "$node" "${!node}"
 done
 owner_pid=${pids[1]} proxy_pid=${pids[2]}
 

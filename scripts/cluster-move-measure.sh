@@ -23,10 +23,7 @@ du -sh "$dir/src"
 "$bin" cluster init --etcd "$endpoint" --partitions 1 --nodes "src=http://127.0.0.1:$src" \
   --spare-nodes "dst=http://127.0.0.1:$dst" >/dev/null
 for node in src dst; do
-  RUST_LOG=warn "$bin" serve --data "$dir/$node" --listen "127.0.0.1:${!node}" --cluster --etcd "$endpoint" \
-    --node-id "$node" >"$dir/$node.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 600); do curl -sf "http://127.0.0.1:${!node}/readyz" >/dev/null && break; sleep 0.1; done
+  serve_node "$node" "${!node}"
 done
 
 # The load client: CONNS threads, each PUTting new keys through `src` until told
