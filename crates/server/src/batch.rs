@@ -22,7 +22,28 @@ use crate::{
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatchRequest {
-    ops: Vec<WireOp>,
+    ops: Vec<Object<WireOp>>,
+}
+
+/// A `T` read only from a JSON object: serde reads a struct from an array as well (`[[]]` would
+/// be an empty batch, `["get", "aa"]` an operation), which the API does not accept.
+#[derive(Debug)]
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Only<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Only<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer.deserialize_map(Only(std::marker::PhantomData)).map(Object)
+    }
 }
 
 /// One operation as sent.
@@ -145,7 +166,7 @@ pub(crate) async fn run_here(state: &State, items: Vec<Result<Op, ApiError>>) ->
 /// `max_ops` operations), or one result per operation in order: the engine's operation, or that
 /// item's own 4xx error (bad key, bad value, value over `max_value`, bad condition).
 pub fn decode_batch(body: &[u8], max_ops: usize, max_value: usize) -> Result<Vec<Result<Op, ApiError>>, ApiError> {
-    let request: BatchRequest = serde_json::from_slice(body)
+    let Object(request): Object<BatchRequest> = serde_json::from_slice(body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_batch", format!("the batch is not valid: {e}")))?;
     if request.ops.len() > max_ops {
         return Err(ApiError::new(
@@ -154,7 +175,7 @@ pub fn decode_batch(body: &[u8], max_ops: usize, max_value: usize) -> Result<Vec
             format!("the batch has {} operations; the most is {max_ops}", request.ops.len()),
         ));
     }
-    Ok(request.ops.into_iter().map(|wire| to_op(wire, max_value)).collect())
+    Ok(request.ops.into_iter().map(|Object(wire)| to_op(wire, max_value)).collect())
 }
 
 /// Checks and decodes one operation.
@@ -247,7 +268,17 @@ mod tests {
 
     fn parse(json: &str) -> Vec<Result<Op, ApiError>> {
         let req: BatchRequest = serde_json::from_str(json).unwrap();
-        req.ops.into_iter().map(|w| to_op(w, 4)).collect()
+        req.ops.into_iter().map(|Object(w)| to_op(w, 4)).collect()
+    }
+
+    /// The body and each operation must be JSON objects: serde alone would read `[[]]` as an
+    /// empty batch.
+    #[test]
+    fn a_batch_or_an_operation_that_is_not_an_object_is_refused() {
+        for body in ["[[]]", " [[{\"op\": \"get\", \"key\": \"aa\"}]]", "{\"ops\": [[\"get\", \"aa\"]]}"] {
+            let err = decode_batch(body.as_bytes(), 10, 4).unwrap_err();
+            assert_eq!((err.status, err.code), (StatusCode::BAD_REQUEST, "bad_batch"), "{body}");
+        }
     }
 
     #[test]
