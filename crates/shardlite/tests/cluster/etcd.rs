@@ -8,6 +8,7 @@ use std::{
     net::TcpListener,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::atomic::{AtomicU32, Ordering},
     time::{Duration, Instant},
 };
 
@@ -102,7 +103,22 @@ impl Drop for Etcd {
     }
 }
 
-/// A port no one listens on now (bound, then released).
+/// Ports handed out by [`free_port`]: below Linux's range of ephemeral ports (32768 and up),
+/// which the kernel gives to outgoing connections and to binds of port 0.
+const PORTS: std::ops::Range<u32> = 10_000..32_768;
+
+/// A port no one listens on now, for a process started later: never one this process gave out
+/// before, and outside the ephemeral range, so that no client connection (etcd's members', the
+/// tests') is given it in between. A port taken from the kernel with a bind of port 0 could be.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let span = PORTS.end - PORTS.start;
+    loop {
+        // Spread by process id: test binaries running at once start at different places.
+        let n = std::process::id().wrapping_mul(641).wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed));
+        let port = u16::try_from(PORTS.start + n % span).expect("the range is within u16");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
