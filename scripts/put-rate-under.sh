@@ -3,8 +3,9 @@
 # back (docs/operations.md, "Numbers": what a backup's reads and writes cost durable PUTs).
 # For each LABEL COMMAND pair: wrk -t2 -c64 -d10s of new keys (32-byte values) alone, then while
 # COMMAND repeats (the last line of its output shown); each line with the server's CPU (% of a
-# core) and the load average. One `serve --synchronous full` on $SRC for all pairs, at 127.0.0.1:$PORT. Needs wrk, bc, a release
-# build, $SRC (shardlite load --data /tmp/bk-src --records 20000000 --partitions 16). Example:
+# core) and the load average. One `serve --synchronous full` on $SRC for all pairs, at
+# 127.0.0.1:$PORT. Needs wrk, bc, a release build, $SRC (shardlite load --data /tmp/bk-src
+# --records 20000000 --partitions 16). Example:
 #   SRC=/tmp/bk-src scripts/put-rate-under.sh \
 #     backup 'target/release/shardlite backup --url http://127.0.0.1:18931 --to /tmp/bk-live; rm -rf /tmp/bk-live' \
 #     write 'scripts/disk-load.py write /tmp/bk-w 1600 --sync 64; rm /tmp/bk-w'
