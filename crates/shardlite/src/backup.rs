@@ -31,7 +31,7 @@ pub struct BackupArgs {
     /// Bearer token for a server started with --auth-token.
     #[arg(long, requires = "url")]
     pub auth_token: Option<String>,
-    /// MiB per second to write at most (default: as fast as the disk goes).
+    /// MiB per second to write at most (default: as fast as the disk goes, yielding to durable writes).
     #[arg(long, value_name = "MIB_PER_S")]
     pub max_rate: Option<f64>,
 }

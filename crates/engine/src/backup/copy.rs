@@ -1,19 +1,13 @@
 //! Copying one partition's snapshot into a backup directory: its database as a file when the
 //! file alone is the snapshot (the usual case, at the disk's sequential speed, checksummed on
-//! the way), else through SQLite's online backup API; either step by step at the pace asked
-//! for; and its index file, merged so that it covers exactly the snapshot's records.
+//! the way), else through SQLite's online backup API; either step by step at the backup's
+//! pace; and its index file, merged so that it covers exactly the snapshot's records.
 
-use std::{
-    collections::HashSet,
-    fs::File,
-    io::Write,
-    path::Path,
-    time::{Duration, Instant},
-};
+use std::{collections::HashSet, fs::File, io::Write, path::Path, time::Duration};
 
 use rusqlite::backup::{Backup, StepResult};
 
-use super::{read_chunks, FileEntry, Progress};
+use super::{read_chunks, FileEntry, Pacer, Progress};
 use crate::{
     index::{self, entry},
     keyhash::KeyHasher,
@@ -29,32 +23,6 @@ const STEP_PAGES: i32 = 1024;
 /// never leaves them all dirty in the page cache for one flush (which the server's own fsyncs
 /// would queue behind). On the 1.6 GB directory measured it changed neither rate.
 const SYNC_EVERY: u64 = 64 << 20;
-
-/// Keeps a backup at or below its rate: after each step, sleeps until the bytes written so far
-/// are due.
-#[derive(Debug)]
-pub(crate) struct Pacer {
-    rate: Option<u64>,
-    started: Instant,
-    bytes: u64,
-}
-
-impl Pacer {
-    /// A pacer of `rate` bytes per second (`None`: no limit), starting now.
-    pub(crate) fn new(rate: Option<u64>) -> Self {
-        Self { rate: rate.filter(|r| *r > 0), started: Instant::now(), bytes: 0 }
-    }
-
-    /// `bytes` more were written: waits until they are due.
-    pub(crate) fn wrote(&mut self, bytes: u64) {
-        self.bytes += bytes;
-        let Some(rate) = self.rate else { return };
-        let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
-        if let Some(wait) = due.checked_sub(self.started.elapsed()) {
-            std::thread::sleep(wait);
-        }
-    }
-}
 
 /// Copies the snapshot's database into `path` (a new file), synced; its entry for the manifest.
 pub(crate) fn database(snap: &Snapshot, path: &Path, pacer: &mut Pacer, progress: &Progress) -> Result<FileEntry> {

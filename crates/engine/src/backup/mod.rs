@@ -2,15 +2,15 @@
 //!
 //! A backup ([`crate::Store::backup`]) copies each partition in turn from a snapshot of its own
 //! ([`crate::partition::snapshot`]): its database through SQLite's online backup API, paced to
-//! `max_rate` (read from a read transaction, so the writer goes on committing), and an index
-//! file that covers exactly the records of that snapshot (the index file of the same moment
-//! merged with the records above its watermark), so a restore rebuilds nothing. Every write
-//! acknowledged before the backup started is in it; each partition also holds what was
-//! committed to it until its own snapshot. Then the directory's manifest and, last, the
-//! backup's own manifest ([`BackupManifest`]: versioned and checksummed; per partition its
-//! records, `next_id` and each file's size and crc32c). All of it is written into
-//! `.NAME.partial` beside the destination, fsynced, and renamed into place: a directory named
-//! like the destination is always a complete backup.
+//! `max_rate` and yielding to durable writes ([`pace`]) (read from a read transaction, so the
+//! writer goes on committing), and an index file that covers exactly the records of that snapshot
+//! (the index file of the same moment merged with the records above its watermark), so a restore
+//! rebuilds nothing. Every write acknowledged before the backup started is in it; each partition
+//! also holds what was committed to it until its own snapshot. Then the directory's manifest and,
+//! last, the backup's own manifest ([`BackupManifest`]: versioned and checksummed; per partition
+//! its records, `next_id` and each file's size and crc32c). All of it is written into
+//! `.NAME.partial` beside the destination, fsynced, and renamed into place: a directory named like
+//! the destination is always a complete backup.
 //!
 //! A restore ([`restore()`]) verifies every file against the backup's manifest while copying it
 //! into `.NAME.partial` beside the new data directory, refuses a damaged or incomplete backup
@@ -20,6 +20,7 @@
 
 mod copy;
 mod manifest;
+mod pace;
 mod restore;
 
 use std::{
@@ -30,9 +31,10 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) use copy::{database, index, Pacer};
+pub(crate) use copy::{database, index};
 use manifest::read_chunks;
 pub use manifest::{BackupManifest, FileEntry, PartitionEntry, BACKUP_FORMAT_VERSION};
+pub(crate) use pace::Pacer;
 pub use restore::restore;
 
 use crate::{layout, Error, Result};

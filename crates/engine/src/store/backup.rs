@@ -61,7 +61,7 @@ impl Store {
         let target = Layout::new(dir);
         self.manifest.write(&target.manifest())?;
         let files = vec![FileEntry::of(dir, MANIFEST)?];
-        let mut pacer = Pacer::new(options.max_rate);
+        let mut pacer = Pacer::new(options.max_rate, self.log.clone());
         let mut partitions = Vec::with_capacity(self.shared.partitions.len());
         for (partition, estimated) in self.shared.partitions.iter().zip(estimates) {
             let entry = self.backup_partition(partition.id, &target, &mut pacer, progress)?;
