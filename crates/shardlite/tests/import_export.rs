@@ -384,16 +384,21 @@ fn partitions_that_never_held_a_record_are_built_anew() {
     assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean: 4 partitions checked, 1001 records"));
 }
 
+/// `big.csv` in `tmp`: 50,000 new keys, and the records an import of it holds.
+fn big_input(tmp: &tempfile::TempDir) -> (PathBuf, Records) {
+    let input = tmp.path().join("big.csv");
+    let written: Vec<_> = (0..50_000u32).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec(), None)).collect();
+    write_csv(&input, &written);
+    (input, written.into_iter().map(|(k, v, _)| (k, (v, 1))).collect())
+}
+
 /// `kill -9` while a partition is built anew (one partition, so the whole apply is the fast
 /// path; both index modes that index keys): the directory checks clean and holds none of the
 /// import or all of it, never part; `--resume` then finishes it.
 #[test]
 fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
     let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("big.csv");
-    let written: Vec<_> = (0..50_000u32).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec(), None)).collect();
-    write_csv(&input, &written);
-    let expected: Records = written.into_iter().map(|(k, v, _)| (k, (v, 1))).collect();
+    let (input, expected) = big_input(&tmp);
     let empty = tmp.path().join("empty.csv");
     write_csv(&empty, &[]);
     let mut phases = std::collections::BTreeSet::new();
@@ -432,10 +437,7 @@ fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
 #[test]
 fn kill_9_during_an_import_into_a_new_directory_leaves_whole_partitions_and_resumes() {
     let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("big.csv");
-    let written: Vec<_> = (0..50_000u32).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec(), None)).collect();
-    write_csv(&input, &written);
-    let expected: Records = written.into_iter().map(|(k, v, _)| (k, (v, 1))).collect();
+    let (input, expected) = big_input(&tmp);
     let mut phases = std::collections::BTreeSet::new();
     for (n, delay_ms) in [100u64, 200, 300, 400, 500, 700].into_iter().enumerate() {
         let dir = dir_in(&tmp, &format!("d{n}"));
