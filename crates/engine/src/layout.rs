@@ -225,6 +225,19 @@ pub fn sync_file(path: &Path) -> Result<()> {
     }
 }
 
+/// `syncfs` of the file system holding the directory open as `handle` (at `path`): everything
+/// written to it so far is durable, or an error since `handle` was opened is reported. One call
+/// instead of an fsync of each file and directory written: the device flushes once.
+pub fn sync_filesystem(handle: &File, path: &Path) -> Result<()> {
+    nix::unistd::syncfs(handle).map_err(|e| Error::io(path, &std::io::Error::from(e)))
+}
+
+/// [`sync_filesystem`] of the file system holding directory `dir`.
+pub fn sync_filesystem_of(dir: &Path) -> Result<()> {
+    let handle = File::open(dir).map_err(|e| Error::io(dir, &e))?;
+    sync_filesystem(&handle, dir)
+}
+
 /// fsyncs the directory holding `path`, making a rename or creation in it durable.
 pub fn sync_dir(path: &Path) -> std::io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));

@@ -384,16 +384,21 @@ fn partitions_that_never_held_a_record_are_built_anew() {
     assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean: 4 partitions checked, 1001 records"));
 }
 
+/// `big.csv` in `tmp`: 50,000 new keys, and the records an import of it holds.
+fn big_input(tmp: &tempfile::TempDir) -> (PathBuf, Records) {
+    let input = tmp.path().join("big.csv");
+    let written: Vec<_> = (0..50_000u32).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec(), None)).collect();
+    write_csv(&input, &written);
+    (input, written.into_iter().map(|(k, v, _)| (k, (v, 1))).collect())
+}
+
 /// `kill -9` while a partition is built anew (one partition, so the whole apply is the fast
 /// path; both index modes that index keys): the directory checks clean and holds none of the
 /// import or all of it, never part; `--resume` then finishes it.
 #[test]
 fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
     let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("big.csv");
-    let written: Vec<_> = (0..50_000u32).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec(), None)).collect();
-    write_csv(&input, &written);
-    let expected: Records = written.into_iter().map(|(k, v, _)| (k, (v, 1))).collect();
+    let (input, expected) = big_input(&tmp);
     let empty = tmp.path().join("empty.csv");
     write_csv(&empty, &[]);
     let mut phases = std::collections::BTreeSet::new();
@@ -422,6 +427,52 @@ fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
         }
     }
     eprintln!("(finished, pending, records) hit: {phases:?}");
+}
+
+/// `kill -9` during an import into a new directory (its partitions created by the import, in
+/// rollback-journal mode, built anew, the file system synced once at the commit point and once at
+/// the end): the directory is not one yet (killed while staging), or it checks clean and holds
+/// whole partitions' shares of the import, never part of one; a pending import resumes to all of
+/// it, and every partition then holds its records in WAL mode.
+#[test]
+fn kill_9_during_an_import_into_a_new_directory_leaves_whole_partitions_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, expected) = big_input(&tmp);
+    let mut phases = std::collections::BTreeSet::new();
+    for (n, delay_ms) in [100u64, 200, 300, 400, 500, 700].into_iter().enumerate() {
+        let dir = dir_in(&tmp, &format!("d{n}"));
+        let import: [&dyn AsRef<OsStr>; 6] = [&"import", &"--data", &dir, &"--partitions", &"16", &input];
+        let finished = killed_after(&import, delay_ms);
+        let pending = dir.join("import.staging").exists();
+        let phase = match (finished, pending, dir.join("shardlite.toml").exists()) {
+            (true, _, _) => "finished",
+            (false, true, _) => "applying",
+            (false, false, true) => "committing or done",
+            (false, false, false) => "staging",
+        };
+        phases.insert(phase);
+        let held = match phase {
+            "staging" => Records::new(),
+            _ => {
+                assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean: 16 partitions checked"), "{phase}");
+                records(&dir)
+            }
+        };
+        assert!(held.iter().all(|(k, v)| expected.get(k) == Some(v)), "{phase}: a record not imported");
+        assert!(pending || held.is_empty() || held == expected, "{phase}: {} records", held.len());
+        if pending {
+            ok(&[&"import", &"--data", &dir, &"--resume"]);
+        } else if held.is_empty() {
+            ok(&import); // killed before the commit point: the leftover staging is removed, the import runs anew
+        }
+        assert_eq!(records(&dir), expected, "{phase}");
+        assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean: 16 partitions checked, 50000 records"));
+        for p in 0..16 {
+            let header = std::fs::read(dir.join(format!("p{p:04}.db"))).unwrap();
+            assert_eq!(header[18], 2, "{phase}: partition {p} in WAL mode");
+        }
+    }
+    eprintln!("phases hit: {phases:?}");
 }
 
 /// A partition's share bigger than the import's bucket (24 MiB budget, 8 besides the mapped files: 1 MiB buckets) is applied

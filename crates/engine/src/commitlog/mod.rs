@@ -55,7 +55,7 @@ use std::{
 use format::HEADER;
 pub use format::{Body, Effect, LoggedTx, TxBuilder};
 pub use recovery::{finish_recovery, Recovery};
-use segment::{remove, retire, sync_filesystem, Segment};
+use segment::{remove, retire, Segment};
 
 use crate::{
     layout::{self, Layout},
@@ -356,7 +356,7 @@ impl CommitLog {
             return Ok(());
         }
         let applied = applied();
-        sync_filesystem(&self.dir, self.layout.dir())?;
+        layout::sync_filesystem(&self.dir, self.layout.dir())?;
         base::write(&self.layout.log_base(), &applied)?;
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         for segment in &droppable {
@@ -394,7 +394,7 @@ impl CommitLog {
     /// The store closed cleanly (every partition checkpointed): makes that durable, records
     /// `applied` in the base file and removes every segment.
     pub fn close(&self, applied: &[u64]) -> Result<()> {
-        sync_filesystem(&self.dir, self.layout.dir())?;
+        layout::sync_filesystem(&self.dir, self.layout.dir())?;
         base::write(&self.layout.log_base(), applied)?;
         let st = self.lock();
         // The current segment is kept as the next session's first (a spare), if none is kept.

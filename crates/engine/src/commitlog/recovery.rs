@@ -8,7 +8,7 @@ use std::{collections::HashSet, fs::File, path::PathBuf};
 use super::{
     base,
     format::{self, LoggedTx, Record, SegmentHeader, HEADER},
-    segment::{remove, retire, sync_filesystem},
+    segment::{remove, retire},
 };
 use crate::{
     layout::{self, Layout},
@@ -113,7 +113,7 @@ pub fn finish_recovery(layout: &Layout, recovery: &Recovery, applied: &[u64], ke
     if !recovery.found_log() && !keep_base {
         return Ok(());
     }
-    sync_filesystem(&recovery.dir, layout.dir())?;
+    layout::sync_filesystem(&recovery.dir, layout.dir())?;
     if keep_base {
         base::write(&layout.log_base(), applied)?;
     }

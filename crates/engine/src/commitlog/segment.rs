@@ -1,6 +1,5 @@
 //! The commit log's segment files: creating one (preallocated, its header synced, its name made
-//! durable), adopting the spare, retiring one no longer needed, and the file-system calls the log
-//! makes durable with.
+//! durable), adopting the spare, retiring one no longer needed.
 
 use std::{
     fs::File,
@@ -102,12 +101,6 @@ pub fn retire(layout: &Layout, path: &Path) -> Result<()> {
         return Ok(());
     }
     remove(path)
-}
-
-/// `syncfs` of the file system holding the directory open as `handle` (at `path`): everything
-/// written to it so far is durable, or an error since `handle` was opened is reported.
-pub fn sync_filesystem(handle: &File, path: &Path) -> Result<()> {
-    nix::unistd::syncfs(handle).map_err(|e| Error::io(path, &std::io::Error::from(e)))
 }
 
 pub fn remove(path: &Path) -> Result<()> {

@@ -6,9 +6,14 @@
 //!           DIR/pNNNN.db: checkpointed (synchronous=FULL), out of WAL mode, closed; any WAL or
 //!           journal left beside it removed
 //!  (the caller writes its share through the build's connection, bucket by bucket)
-//!  install: key index (mode sqlite), close, fsync the file, rename over DIR/pNNNN.db, fsync DIR,
-//!           reopen the partition's writer on it
+//!  install: key index (mode sqlite), header to WAL mode, close, fsync the file, an empty
+//!           DIR/pNNNN.db-wal, rename over DIR/pNNNN.db, reopen the partition's writer on it
+//!           (the import syncs the file system once all partitions are in: crate::import)
 //! ```
+//!
+//! A partition the import created (a new directory) is created in rollback-journal mode
+//! (`crate::import`): then `begin` has nothing to checkpoint, no WAL to leave and nothing to
+//! sync; the file is as durable as the import's commit point made it.
 //!
 //! Without a WAL every page is written once (not into the WAL and again by a checkpoint) and
 //! nothing is checkpointed. Without a journal a crash can leave the build file torn, which is
@@ -25,7 +30,7 @@ use rusqlite::Connection;
 use super::{recovery::Recovered, sql};
 use crate::{
     layout::{self, Layout},
-    Config, Error, IndexMode, Result, Synchronous,
+    Config, Error, IndexMode, JournalMode, Result, Synchronous,
 };
 
 /// Whether a partition can be built anew: it has never held a record (no id was ever given,
@@ -76,17 +81,32 @@ impl Build {
 
     /// Finishes the build written through `conn` and renames it over the partition's database;
     /// `conn` becomes the partition's writer again, opened with `config`.
+    /// The rename is not made durable here: the import syncs the file system once, after every
+    /// partition, before it counts as done (until then a rename lost to a power cut leaves the
+    /// partition empty, as before the build, and a resume builds it again).
     pub fn install(self, conn: &mut Connection, layout: &Layout, config: &Config) -> Result<()> {
         if self.index == IndexMode::Sqlite {
             sql::create_key_index(conn)?;
+        }
+        let wal = config.journal == JournalMode::Wal;
+        if wal {
+            // The header says WAL before the file is synced, so opening it as the partition's
+            // writer writes nothing (switching then would rewrite its first page unsynced).
+            sql::enter_wal(conn)?;
         }
         // The build holds its file's lock until closed (locking_mode EXCLUSIVE).
         let build = std::mem::replace(conn, Connection::open_in_memory()?);
         build.close().map_err(|(_, e)| Error::from(e))?;
         layout::sync_file(&self.path)?;
         let db = layout.db(self.p);
+        if wal {
+            // An empty log beside the database from before the rename: never a moment where the
+            // partition's database is in WAL mode without one (which an open after a kill would
+            // take for a lost log). Empty, it changes nothing in the old database either.
+            let log = layout.wal(self.p);
+            std::fs::File::create(&log).map_err(|e| Error::io(&log, &e))?;
+        }
         std::fs::rename(&self.path, &db).map_err(|e| Error::io(&db, &e))?;
-        layout::sync_dir(&db).map_err(|e| Error::io(layout.dir(), &e))?;
         *conn = sql::open_writer(&db, config, self.index)?;
         Ok(())
     }

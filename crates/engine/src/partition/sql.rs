@@ -170,6 +170,12 @@ pub fn leave_wal(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+/// Puts a database into WAL mode (from a rollback journal, or none: only its header changes).
+pub fn enter_wal(conn: &Connection) -> Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    Ok(())
+}
+
 /// Index mode `sqlite`'s unique index of the keys.
 pub fn create_key_index(conn: &Connection) -> Result<()> {
     conn.execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS records_key ON records(key);")?;

@@ -55,7 +55,7 @@ fn building_anew(layout: &Layout, p: u32) -> bool {
 }
 
 /// Whether the database file's header says WAL mode (a new or empty file: no).
-fn in_wal_mode(db: &Path) -> Result<bool> {
+pub(crate) fn in_wal_mode(db: &Path) -> Result<bool> {
     let mut header = [0u8; 20];
     match std::fs::File::open(db).and_then(|mut f| f.read_exact(&mut header)) {
         Ok(()) => Ok(header[18] == 2),
