@@ -414,12 +414,12 @@ struct Part {
 fn open_parts(layout: &Layout, config: &Config, manifest: &mut Manifest) -> Result<Opened<Mutex<Part>>> {
     let bulk = bulk_config(config);
     let created = manifest.clone();
+    // A partition not in WAL mode (one this import creates, or left by one that did) stays in
+    // rollback-journal mode: it is built anew, and so has no WAL to leave and nothing to sync
+    // when the build begins (crate::partition::fresh).
+    let rollback = Config { journal: JournalMode::Delete, ..bulk.clone() };
     let opened = open_directory(layout, &bulk, manifest, false, 1, |p, log| {
         let db = layout.db(p);
-        // A partition not in WAL mode (one this import creates, or left by one that did) stays
-        // in rollback-journal mode: it is built anew, and so has no WAL to leave and nothing to
-        // sync when the build begins (crate::partition::fresh).
-        let rollback = Config { journal: JournalMode::Delete, ..bulk.clone() };
         let config = match wal::in_wal_mode(&db)? {
             true => &bulk,
             false => &rollback,

@@ -92,7 +92,7 @@ impl Build {
         if wal {
             // The header says WAL before the file is synced, so opening it as the partition's
             // writer writes nothing (switching then would rewrite its first page unsynced).
-            sql::enter_wal(conn)?;
+            sql::set_journal(conn, JournalMode::Wal)?;
         }
         // The build holds its file's lock until closed (locking_mode EXCLUSIVE).
         let build = std::mem::replace(conn, Connection::open_in_memory()?);

@@ -45,11 +45,7 @@ pub fn open_writer(path: &std::path::Path, config: &Config, index: IndexMode) ->
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // page_size only takes effect before the first table exists.
     conn.pragma_update(None, "page_size", config.page_size)?;
-    let journal = match config.journal {
-        JournalMode::Wal => "WAL",
-        JournalMode::Delete => "DELETE",
-    };
-    conn.pragma_update(None, "journal_mode", journal)?;
+    set_journal(&conn, config.journal)?;
     conn.pragma_update(None, "synchronous", writer_synchronous(config))?;
     common_pragmas(&conn, config)?;
     // The writer is the one place that checkpoints, at a WAL size threshold; journal_size_limit
@@ -170,9 +166,14 @@ pub fn leave_wal(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-/// Puts a database into WAL mode (from a rollback journal, or none: only its header changes).
-pub fn enter_wal(conn: &Connection) -> Result<()> {
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+/// Sets the database's journal mode (into WAL from a rollback journal, or none, only its header
+/// changes).
+pub fn set_journal(conn: &Connection, journal: JournalMode) -> Result<()> {
+    let mode = match journal {
+        JournalMode::Wal => "WAL",
+        JournalMode::Delete => "DELETE",
+    };
+    conn.pragma_update(None, "journal_mode", mode)?;
     Ok(())
 }
 
