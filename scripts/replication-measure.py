@@ -8,10 +8,15 @@
 config of `shardlite litestream-config` (a local replica directory), `shardlite bench --url ...
 --workloads insert --rate R` as the load (durable PUTs: the default synchronous=full). Meanwhile a
 probe, over and over: takes a key the load wrote to a random partition (`GET /keys`), PUTs a marker
-value to it, then restores that partition from its replica (`litestream restore`) every 50 ms until
-the restored copy holds the marker. The lag of one probe: from the marker's acknowledgement to the
-end of the first restore that held it (an upper bound: it includes a restore, whose own time is
-printed too). Also: Litestream's CPU time and RSS over the load (from /proc), then a lost disk
+value (24 random bytes) to it, then waits until the replica holds it. The lag of one probe: from
+the marker's acknowledgement to the moment the probe saw the marker in the replica.
+`--probe ltx` (the default) reads every replica file of that partition (Litestream's `.ltx`
+files, each written whole before it gets that name) written since, every 10 ms, for the marker's
+bytes (random bytes are not compressed away), and every tenth probe confirms it with
+`litestream restore` (the restored partition must hold the marker: counted and printed).
+`--probe restore` restores the partition every 50 ms until it holds the marker instead: its lag
+includes a restore's own time, and the restores, a process each, take a share of the two cores
+from Litestream and the server. Also: Litestream's CPU time and RSS over the load (from /proc), then a lost disk
 (server and Litestream SIGKILLed, data deleted) and `shardlite restore --from-litestream`, timed.
 
 `shutdown`: the same server with Litestream attached, 2,000 PUTs, then SIGTERM: seconds to exit.
@@ -68,39 +73,87 @@ def pct(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def probe(url, litestream, config, data, partitions, tmp, stop, lags, restores):
+def restored_value(litestream, config, data, p, key, tmp):
+    """The value of `key` in partition `p` restored from its replica now (None if absent or if the
+    restore fails), and the restore's seconds."""
+    out = os.path.join(tmp, "probe.db")
+    for f in (out, out + "-wal", out + "-shm"):
+        if os.path.exists(f):
+            os.remove(f)
+    began = time.monotonic()
+    r = subprocess.run([litestream, "restore", "-config", config, "-o", out, os.path.join(data, f"p{p:04}.db")],
+                       capture_output=True)
+    took = time.monotonic() - began
+    if r.returncode != 0:
+        return None, took
+    conn = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    row = conn.execute("SELECT value FROM records WHERE key = ?", (bytes.fromhex(key),)).fetchone()
+    conn.close()
+    return (row[0] if row else None), took
+
+
+def ltx_holding(replica, p, marker, seen):
+    """Whether a replica file of partition `p` written since `seen` was filled holds `marker`'s
+    bytes; `seen` keeps each file already read (by name and size), so each is read once."""
+    for root, _, files in os.walk(os.path.join(replica, f"p{p:04}")):
+        for name in files:
+            if not name.endswith(".ltx"):
+                continue
+            path = os.path.join(root, name)
+            try:
+                size = os.path.getsize(path)
+                if (path, size) in seen:
+                    continue
+                seen.add((path, size))
+                with open(path, "rb") as f:
+                    if marker in f.read():
+                        return True
+            except FileNotFoundError:  # compacted away meanwhile
+                continue
+    return False
+
+
+def probe(args, url, config, data, replica, tmp, stop, stats):
+    """Over and over: PUT a marker to a key of a random partition, then wait until the replica
+    holds it. `--probe ltx` (default) looks for the marker's bytes in the partition's replica
+    files every 10 ms, and every tenth probe confirms with a restore that the restored partition
+    holds the marker; `--probe restore` restores the partition until it does."""
     rnd = random.Random(1)
     n = 0
     while not stop.is_set():
-        p = rnd.randrange(partitions)
+        p = rnd.randrange(args.partitions)
         _, body = http("GET", f"{url}/keys?partition={p}&limit=1")
         keys = json.loads(body).get("keys", [])
         if not keys:
             time.sleep(0.1)
             continue
         key = keys[0]["key"]
-        marker = f"marker-{n}".encode()
+        # Random bytes: Litestream's compression cannot match them against other data, so they
+        # appear as they are in the replica file that carries them.
+        marker = os.urandom(24)
         n += 1
+        seen = set()
+        if args.probe == "ltx":
+            ltx_holding(replica, p, marker, seen)  # notes every file there before the marker
         http("PUT", f"{url}/kv/{key}", marker)
         acked = time.monotonic()
-        out = os.path.join(tmp, "probe.db")
         while not stop.is_set():
-            for f in (out, out + "-wal", out + "-shm"):
-                if os.path.exists(f):
-                    os.remove(f)
-            began = time.monotonic()
-            r = subprocess.run([litestream, "restore", "-config", config, "-o", out,
-                                os.path.join(data, f"p{p:04}.db")], capture_output=True)
-            done = time.monotonic()
-            restores.append(done - began)
-            if r.returncode == 0:
-                conn = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
-                row = conn.execute("SELECT value FROM records WHERE key = ?", (bytes.fromhex(key),)).fetchone()
-                conn.close()
-                if row and row[0] == marker:
-                    lags.append(done - acked)
+            if args.probe == "ltx":
+                if ltx_holding(replica, p, marker, seen):
+                    stats["lags"].append(time.monotonic() - acked)
+                    if n % 10 == 0:
+                        value, took = restored_value(args.litestream, config, data, p, key, tmp)
+                        stats["restores"].append(took)
+                        stats["confirmed" if value == marker else "unconfirmed"] += 1
                     break
-            time.sleep(0.05)
+                time.sleep(0.01)
+            else:
+                value, took = restored_value(args.litestream, config, data, p, key, tmp)
+                stats["restores"].append(took)
+                if value == marker:
+                    stats["lags"].append(time.monotonic() - acked)
+                    break
+                time.sleep(0.05)
 
 
 class Setup:
@@ -152,9 +205,9 @@ def lag(args):
                                   "--concurrency", "64"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         procs.append(bench)
         time.sleep(5)
-        stop, lags, restores = threading.Event(), [], []
-        prober = threading.Thread(target=probe, args=(url, args.litestream, config, data, args.partitions, tmp, stop,
-                                                      lags, restores))
+        stop = threading.Event()
+        stats = {"lags": [], "restores": [], "confirmed": 0, "unconfirmed": 0}
+        prober = threading.Thread(target=probe, args=(args, url, config, data, replica, tmp, stop, stats))
         cpu0, t0, rss_max = cpu_seconds(ls.pid), time.monotonic(), 0.0
         prober.start()
         while bench.poll() is None and time.monotonic() - t0 < args.seconds - 3:
@@ -165,9 +218,14 @@ def lag(args):
         prober.join()
         report = bench.communicate()[0].decode()
         print(report)
-        print(f"partitions {args.partitions}, open-loop rate {args.rate} PUT/s; {len(lags)} lag probes: "
-              f"p50 {pct(lags, 50):.3f} s, p99 {pct(lags, 99):.3f} s, max {max(lags):.3f} s "
-              f"(each including one restore of a partition: p50 {pct(restores, 50):.3f} s)")
+        lags, restores = stats["lags"], stats["restores"]
+        print(f"partitions {args.partitions}, open-loop rate {args.rate} PUT/s; {len(lags)} lag probes "
+              f"(--probe {args.probe}): p50 {pct(lags, 50):.3f} s, p99 {pct(lags, 99):.3f} s, max {max(lags):.3f} s")
+        if args.probe == "ltx":
+            print(f"restores confirming a probe: {stats['confirmed']} held the marker, "
+                  f"{stats['unconfirmed']} did not (restore p50 {pct(restores, 50) if restores else 0:.3f} s)")
+        else:
+            print(f"(each lag includes one restore of a partition: p50 {pct(restores, 50):.3f} s)")
         print(f"litestream: idle {idle_cpu * 100:.1f}% of a core, RSS {idle_rss:.0f} MB; "
               f"under load {busy_cpu * 100:.1f}% of a core, RSS up to {rss_max:.0f} MB")
         # A lost disk: both die, the data goes, the replica restores.
@@ -208,6 +266,8 @@ def main():
     ap.add_argument("--partitions", type=int, default=256)
     ap.add_argument("--rate", type=int, default=5000)
     ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--probe", choices=["ltx", "restore"], default="ltx",
+                    help="lag: how a probe sees its marker in the replica")
     ap.add_argument("--db-set", action="append", default=[], help="passed to litestream-config")
     ap.add_argument("--replica-set", action="append", default=[], help="passed to litestream-config")
     ap.add_argument("--tools", help="the shardlite that writes the config (to measure an older server)")
