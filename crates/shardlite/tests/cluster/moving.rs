@@ -121,11 +121,12 @@ async fn a_partition_moves_under_writes_and_loses_nothing() {
     let urls: Vec<String> = ["n1", "n2", "n3"].iter().map(|id| nodes.server(id).url.clone()).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(write_until(urls.clone(), keys.clone(), Arc::clone(&stop)));
-    let churner = tokio::spawn(churn_until(urls, churned.clone(), Arc::clone(&stop)));
-    // Let some writes land first, so the partition holds records of several counters.
+    // Let every key land first (the churner starts after: the count is the writer's keys
+    // alone), so the partition holds all of them, and records of several counters.
     while records(nodes.server("n1")).await[MOVED as usize] < keys.len() as u64 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let churner = tokio::spawn(churn_until(urls, churned.clone(), Arc::clone(&stop)));
 
     let endpoints = etcd.endpoints.clone();
     let out =
