@@ -13,12 +13,12 @@
 #
 # usage: scripts/durable-writes.sh [serve flags for every configuration...]
 #   env: PARTITIONS (256), CONNS (100), DURATION (10 s), RECORDS (200000), BATCH (100),
-#        CONFIGS (full,nolog,normal)
+#        CONFIGS (full,nolog,normal), BIN (target/release/shardlite: another build to compare)
 # Needs: wrk, curl, python3 with xxhash (scripts/keys.py), a release build
 # (cargo build --release -p shardlite). Only 127.0.0.1; every run stops by itself.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bin=$here/../target/release/shardlite
+bin=${BIN:-$here/../target/release/shardlite}
 parts=${PARTITIONS:-256} conns=${CONNS:-100} secs=${DURATION:-10} records=${RECORDS:-200000} batch=${BATCH:-100}
 configs=${CONFIGS:-full,nolog,normal}
 port=18997
