@@ -26,6 +26,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::{
+    commitlog::Durable,
     index::{entry, HashIndex},
     keyhash::KeyHasher,
     layout::Layout,
@@ -132,8 +133,8 @@ pub fn load(
     // failure alike. The loader writes no commit log (its own final checkpoint is durable).
     let Opened { lock, parts, .. } = open_directory(&layout, &bulk, &mut manifest, false, 1, |p, log| {
         let part = open_part(&layout, p, &bulk, &created, dataset, log)?;
-        let (applied, lost) = (part.applied, part.lost);
-        Ok((Mutex::new(part), applied, lost))
+        let (durable, lost) = (Durable { applied: part.applied, next_id: part.next_id }, part.lost);
+        Ok((Mutex::new(part), durable, lost))
     })?;
     lock.opened()?;
     let start = parts.iter().map(|p| p.lock().expect("fresh lock").loaded_to).min().unwrap_or(0);

@@ -426,8 +426,8 @@ fn open_parts(layout: &Layout, config: &Config, manifest: &mut Manifest) -> Resu
         };
         let conn = sql::open_writer(&db, config, created.index)?;
         let state = recover(&conn, layout, p, &bulk, &created, log)?;
-        let (applied, lost) = (state.applied, state.lost);
-        Ok((Mutex::new(Part { id: p, conn, state, build: None }), applied, lost))
+        let (durable, lost) = (state.durable(), state.lost);
+        Ok((Mutex::new(Part { id: p, conn, state, build: None }), durable, lost))
     })?;
     opened.lock.opened()?;
     Ok(opened)

@@ -104,8 +104,8 @@ fn keep_index_in_ram(partition: &Partition, pages: &Arc<IndexPages>) {
 fn trim(work: &Work) {
     let Some(log) = &work.log else { return };
     if log.has_closed_segments() && work.partitions.iter().all(|p| p.poisoned().is_none()) {
-        let applied = || work.partitions.iter().map(|p| p.applied.load(Ordering::Relaxed)).collect();
-        if let Err(err) = log.trim(applied) {
+        let durable = || work.partitions.iter().map(|p| p.durable()).collect();
+        if let Err(err) = log.trim(durable) {
             tracing::error!(%err, "could not drop commit log segments; they are kept and retried");
         }
     }

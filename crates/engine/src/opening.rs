@@ -15,7 +15,7 @@
 //! The caller then starts its threads and marks the session open ([`DirLock::opened`]).
 
 use crate::{
-    commitlog::{self, CommitLog, Recovery},
+    commitlog::{self, CommitLog, Durable, Recovery},
     dirlock::DirLock,
     layout::Layout,
     partition::recovery::PartitionLog,
@@ -32,9 +32,10 @@ pub struct Opened<T> {
     pub log: Option<CommitLog>,
 }
 
-/// What opening one partition says: the caller's value, how far its database has applied the
-/// commit log, and whether a loss of durable commits was accepted.
-pub type OpenedPartition<T> = (T, u64, bool);
+/// What opening one partition says: the caller's value, how far its database is (the commit
+/// log position it applied, its next record id), and whether a loss of durable commits was
+/// accepted.
+pub type OpenedPartition<T> = (T, Durable, bool);
 
 /// Opens the directory of `layout` (whose `manifest` may get a new epoch) with `config`: each
 /// of the manifest's partitions through `open`, given what the log holds for it. With `use_log`, starts a commit
@@ -52,23 +53,23 @@ pub fn open_directory<T>(
     let recovery = Recovery::read(layout, partitions)?;
     lock.begin(layout, config, manifest, recovery.base.is_none())?;
     let mut parts = Vec::with_capacity(partitions as usize);
-    let mut applied = Vec::with_capacity(partitions as usize);
+    let mut durable = Vec::with_capacity(partitions as usize);
     let mut lost = false;
     for p in 0..partitions {
         let log =
             PartitionLog { txs: &recovery.txs[p as usize], base: recovery.base.as_ref().map(|base| base[p as usize]) };
         let (part, at, lost_here) = open(p, log)?;
         parts.push(part);
-        applied.push(at);
+        durable.push(at);
         lost |= lost_here;
     }
     if lost {
         manifest.start_epoch();
         manifest.write(&layout.manifest())?;
     }
-    commitlog::finish_recovery(layout, &recovery, &applied, use_log)?;
+    commitlog::finish_recovery(layout, &recovery, &durable, use_log)?;
     let log = if use_log {
-        let start = applied.iter().copied().fold(recovery.end, u64::max);
+        let start = durable.iter().map(|d| d.applied).fold(recovery.end, u64::max);
         Some(CommitLog::start(layout, &recovery, start, config.log_segment_mib << 20, writers)?)
     } else {
         None

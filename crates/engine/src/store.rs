@@ -204,8 +204,8 @@ impl Store {
         let Opened { lock, parts, log } =
             open_directory(&layout, &config, &mut manifest, config.uses_commit_log(), threads, |p, log| {
                 let (partition, start) = Partition::open(&layout, p, &config, &created, log)?;
-                let (applied, lost) = (partition.applied.load(Ordering::Relaxed), start.lost);
-                Ok(((Arc::clone(&partition), PartitionWriter::new(partition, start, hasher)), applied, lost))
+                let (durable, lost) = (partition.durable(), start.lost);
+                Ok(((Arc::clone(&partition), PartitionWriter::new(partition, start, hasher)), durable, lost))
             })?;
         let log = log.map(Arc::new);
         let metrics = Arc::new(Metrics::default());
@@ -538,10 +538,10 @@ impl Store {
             // Every partition is checkpointed: the log is no longer needed, unless a partition's
             // files or the log itself failed (then the next open replays what it holds).
             let poisoned = self.shared.partitions.iter().any(|p| p.poisoned().is_some());
-            let applied: Vec<u64> = self.shared.partitions.iter().map(|p| p.applied.load(Ordering::Relaxed)).collect();
+            let durable: Vec<_> = self.shared.partitions.iter().map(|p| p.durable()).collect();
             if poisoned || log.has_failed() {
                 tracing::warn!("keeping the commit log: a partition or the log failed; the next open replays it");
-            } else if let Err(err) = log.close(&applied) {
+            } else if let Err(err) = log.close(&durable) {
                 tracing::warn!(%err, "could not remove the commit log at close; the next open replays it");
             }
         }

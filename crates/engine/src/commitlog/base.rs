@@ -4,54 +4,84 @@
 //! or the file deleted by hand); one at or past its base can be brought forward by replaying
 //! what the log still holds. Its presence also says the directory is looked after by the log.
 //!
+//! Two figures tell "older": the log position the database's `meta` notes, and its next record
+//! id. A transaction that only inserts and updates may leave `meta` alone
+//! (`crate::partition::sql`), so a database that lost only such inserts still notes the base's
+//! position, but its next id (past its highest row) falls short of the base's.
+//!
 //! Layout (little-endian), written with `layout::replace_file`:
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `SHLTBASE` |
-//! | 8 | 4 | format version (1) |
+//! | 8 | 4 | format version (2) |
 //! | 12 | 4 | partitions P |
-//! | 16 | 8 × P | per partition, the log position its durable files have applied up to |
-//! | 16 + 8P | 4 | crc32c of every byte before |
+//! | 16 | 16 × P | per partition, the log position its durable files have applied up to, then its next record id |
+//! | 16 + 16P | 4 | crc32c of every byte before |
+//!
+//! Format 1 (written before format 2) has 8 bytes per partition, the position only: read with
+//! no next id to compare (0).
 
 use std::path::Path;
 
 use crate::{layout, Error, Result};
 
 const MAGIC: &[u8; 8] = b"SHLTBASE";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// The format with the log position alone.
+const VERSION_POSITIONS_ONLY: u32 = 1;
+
+/// How far a partition's own files were known durable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Durable {
+    /// The log position its `meta` notes as applied.
+    pub applied: u64,
+    /// Its next record id (0: not recorded).
+    pub next_id: u64,
+}
 
 /// Reads the base file at `path`: `None` if there is none.
-pub fn read(path: &Path, partitions: u32) -> Result<Option<Vec<u64>>> {
+pub fn read(path: &Path, partitions: u32) -> Result<Option<Vec<Durable>>> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(path, &e)),
     };
     let corrupt = |what: String| Error::Corrupt { path: path.to_owned(), what };
-    let want = 16 + 8 * partitions as usize + 4;
-    if bytes.len() != want || &bytes[..8] != MAGIC {
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(corrupt(format!("not a commit log base ({} bytes)", bytes.len())));
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("four bytes"));
+    let per_partition = match version {
+        VERSION_POSITIONS_ONLY => 8,
+        VERSION => 16,
+        _ => return Err(corrupt(format!("format {version} is not one this build reads ({VERSION} or older)"))),
+    };
+    let want = 16 + per_partition * partitions as usize + 4;
+    if bytes.len() != want {
         return Err(corrupt(format!("not a commit log base of {partitions} partitions ({} bytes)", bytes.len())));
     }
     let (body, crc) = bytes.split_at(want - 4);
     if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().expect("four bytes")) {
         return Err(corrupt("checksum mismatch".into()));
     }
-    let version = u32::from_le_bytes(body[8..12].try_into().expect("four bytes"));
-    if version > VERSION {
-        return Err(corrupt(format!("format {version} is newer than this build ({VERSION})")));
-    }
-    Ok(Some(body[16..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("eight bytes"))).collect()))
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("eight bytes"));
+    let durable = body[16..]
+        .chunks_exact(per_partition)
+        .map(|c| Durable { applied: word(&c[..8]), next_id: if per_partition == 16 { word(&c[8..]) } else { 0 } })
+        .collect();
+    Ok(Some(durable))
 }
 
-/// Replaces the base file at `path` with `applied` (one log position per partition).
-pub fn write(path: &Path, applied: &[u64]) -> Result<()> {
-    let mut bytes = Vec::with_capacity(20 + 8 * applied.len());
+/// Replaces the base file at `path` with `durable` (one entry per partition).
+pub fn write(path: &Path, durable: &[Durable]) -> Result<()> {
+    let mut bytes = Vec::with_capacity(20 + 16 * durable.len());
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&VERSION.to_le_bytes());
-    bytes.extend_from_slice(&(applied.len() as u32).to_le_bytes());
-    for lsn in applied {
-        bytes.extend_from_slice(&lsn.to_le_bytes());
+    bytes.extend_from_slice(&(durable.len() as u32).to_le_bytes());
+    for d in durable {
+        bytes.extend_from_slice(&d.applied.to_le_bytes());
+        bytes.extend_from_slice(&d.next_id.to_le_bytes());
     }
     bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
     layout::replace_file(path, |f| std::io::Write::write_all(f, &bytes))
@@ -61,17 +91,35 @@ pub fn write(path: &Path, applied: &[u64]) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn durable(pairs: &[(u64, u64)]) -> Vec<Durable> {
+        pairs.iter().map(|&(applied, next_id)| Durable { applied, next_id }).collect()
+    }
+
     #[test]
     fn round_trips_and_refuses_damage() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("commit.base");
         assert_eq!(read(&path, 3).unwrap(), None);
-        write(&path, &[1, 20, 300]).unwrap();
-        assert_eq!(read(&path, 3).unwrap(), Some(vec![1, 20, 300]));
+        write(&path, &durable(&[(1, 5), (20, 6), (300, 7)])).unwrap();
+        assert_eq!(read(&path, 3).unwrap(), Some(durable(&[(1, 5), (20, 6), (300, 7)])));
         assert!(matches!(read(&path, 4), Err(Error::Corrupt { .. })), "another partition count");
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[20] ^= 1;
         std::fs::write(&path, bytes).unwrap();
         assert!(matches!(read(&path, 3), Err(Error::Corrupt { .. })));
+    }
+
+    #[test]
+    fn reads_the_format_with_positions_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("commit.base");
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&VERSION_POSITIONS_ONLY.to_le_bytes());
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        bytes.extend_from_slice(&7u64.to_le_bytes());
+        bytes.extend_from_slice(&8u64.to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        assert_eq!(read(&path, 2).unwrap(), Some(durable(&[(7, 0), (8, 0)])));
     }
 }

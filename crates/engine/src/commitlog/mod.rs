@@ -52,6 +52,7 @@ use std::{
     time::Instant,
 };
 
+pub use base::Durable;
 use format::HEADER;
 pub use format::{Body, Effect, LoggedTx, TxBuilder};
 pub use recovery::{finish_recovery, Recovery};
@@ -343,11 +344,11 @@ impl CommitLog {
     }
 
     /// Drops the segments every record of which is committed in SQLite, if there are any:
-    /// `syncfs` makes those commits durable, then `applied()` (each partition's applied log
-    /// position, read before the sync) is written to the base file and the segments removed.
-    pub fn trim(&self, applied: impl FnOnce() -> Vec<u64>) -> Result<()> {
-        let durable = self.lock().durable;
-        let floor = self.holds.iter().map(|h| h.load(Ordering::SeqCst)).fold(durable, u64::min);
+    /// `syncfs` makes those commits durable, then `durable()` (how far each partition's commits
+    /// went, read before the sync) is written to the base file and the segments removed.
+    pub fn trim(&self, durable: impl FnOnce() -> Vec<Durable>) -> Result<()> {
+        let flushed = self.lock().durable;
+        let floor = self.holds.iter().map(|h| h.load(Ordering::SeqCst)).fold(flushed, u64::min);
         let droppable: Vec<Arc<Segment>> = {
             let st = self.lock();
             st.closed.iter().filter(|(_, end)| *end <= floor).map(|(s, _)| Arc::clone(s)).collect()
@@ -355,9 +356,9 @@ impl CommitLog {
         if droppable.is_empty() {
             return Ok(());
         }
-        let applied = applied();
+        let durable = durable();
         layout::sync_filesystem(&self.dir, self.layout.dir())?;
-        base::write(&self.layout.log_base(), &applied)?;
+        base::write(&self.layout.log_base(), &durable)?;
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         for segment in &droppable {
             // The first one dropped becomes the spare if none is ready: its blocks are written.
@@ -392,10 +393,10 @@ impl CommitLog {
     }
 
     /// The store closed cleanly (every partition checkpointed): makes that durable, records
-    /// `applied` in the base file and removes every segment.
-    pub fn close(&self, applied: &[u64]) -> Result<()> {
+    /// `durable` in the base file and removes every segment.
+    pub fn close(&self, durable: &[Durable]) -> Result<()> {
         layout::sync_filesystem(&self.dir, self.layout.dir())?;
-        base::write(&self.layout.log_base(), applied)?;
+        base::write(&self.layout.log_base(), durable)?;
         let st = self.lock();
         // The current segment is kept as the next session's first (a spare), if none is kept.
         for segment in [&st.segment].into_iter().chain(st.closed.iter().map(|(s, _)| s)) {
@@ -525,13 +526,14 @@ mod tests {
             log.wait_durable(end).unwrap();
         }
         let before = layout.log_segments().unwrap().len();
-        log.trim(|| vec![7, 8]).unwrap();
+        let durable = vec![Durable { applied: 7, next_id: 3 }, Durable { applied: 8, next_id: 4 }];
+        log.trim(|| durable.clone()).unwrap();
         assert_eq!(layout.log_segments().unwrap().len(), before, "a writer holds what it appended");
         log.release(0);
-        log.trim(|| vec![7, 8]).unwrap();
+        log.trim(|| durable.clone()).unwrap();
         assert_eq!(layout.log_segments().unwrap().len(), 1, "only the current segment is left");
         assert!(layout.log_spare().exists(), "a dropped segment became the spare");
-        assert_eq!(base::read(&layout.log_base(), 2).unwrap(), Some(vec![7, 8]));
+        assert_eq!(base::read(&layout.log_base(), 2).unwrap(), Some(durable));
         // The spare is the next segment; records appended after the switch read back.
         for id in 300..400 {
             let (_, end) = log.append(&tx(1, id)).unwrap();

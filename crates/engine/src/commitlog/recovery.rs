@@ -6,7 +6,7 @@
 use std::{collections::HashSet, fs::File, path::PathBuf};
 
 use super::{
-    base,
+    base::{self, Durable},
     format::{self, LoggedTx, Record, SegmentHeader, HEADER},
     segment::{remove, retire},
 };
@@ -19,9 +19,9 @@ use crate::{
 /// starts.
 #[derive(Debug)]
 pub struct Recovery {
-    /// Each partition's durable log position at the last trim, if the directory has a base file
+    /// How far each partition was durable at the last trim, if the directory has a base file
     /// (then the log, not the WAL check, judges what a missing WAL lost).
-    pub base: Option<Vec<u64>>,
+    pub base: Option<Vec<Durable>>,
     /// Per partition, its logged transactions in LSN order, cancelled ones left out.
     pub txs: Vec<Vec<LoggedTx>>,
     /// The LSN just past the last record read (where a new log may start, at the earliest).
@@ -46,7 +46,7 @@ impl Recovery {
         let mut recovery = Self {
             dir,
             txs: vec![Vec::new(); partitions as usize],
-            end: base.iter().flatten().copied().max().unwrap_or(0),
+            end: base.iter().flatten().map(|d| d.applied).max().unwrap_or(0),
             next_seq: segments.last().map_or(1, |(seq, _)| seq + 1),
             segments: segments.iter().map(|(_, path)| path.clone()).collect(),
             base,
@@ -104,9 +104,9 @@ impl Recovery {
 }
 
 /// After every partition replayed what it lacked: makes it durable (`syncfs`), removes the old
-/// segments, and records `applied` in the base file if a log will run (`keep_base`), or removes
+/// segments, and records `durable` in the base file if a log will run (`keep_base`), or removes
 /// the base file if none will (then the WAL check judges missing WALs again).
-pub fn finish_recovery(layout: &Layout, recovery: &Recovery, applied: &[u64], keep_base: bool) -> Result<()> {
+pub fn finish_recovery(layout: &Layout, recovery: &Recovery, durable: &[Durable], keep_base: bool) -> Result<()> {
     if !keep_base {
         remove(&layout.log_spare())?;
     }
@@ -115,7 +115,7 @@ pub fn finish_recovery(layout: &Layout, recovery: &Recovery, applied: &[u64], ke
     }
     layout::sync_filesystem(&recovery.dir, layout.dir())?;
     if keep_base {
-        base::write(&layout.log_base(), applied)?;
+        base::write(&layout.log_base(), durable)?;
     }
     for path in &recovery.segments {
         match keep_base {

@@ -24,7 +24,7 @@ pub struct PartitionCheck {
     pub sqlite: String,
     /// Records found by scanning.
     pub records: u64,
-    /// Records according to the partition's `meta` table.
+    /// Records according to the partition's `meta` table (with the inserts since its last note).
     pub counted_records: u64,
     /// Entries in the index file.
     pub index_file_entries: u64,

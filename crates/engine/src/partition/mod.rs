@@ -28,6 +28,7 @@ use std::{
 use rusqlite::Connection;
 
 use crate::{
+    commitlog::Durable,
     config::IndexMode,
     index::HashIndex,
     layout::Layout,
@@ -63,6 +64,9 @@ pub struct Partition {
     /// How far into the commit log the partition's `meta` says it has applied, as of its last
     /// committed transaction that noted it (what the log's base may promise for it).
     pub applied: AtomicU64,
+    /// The next record id as of its last committed transaction (what the log's base may
+    /// promise for it: `meta` may not note it, but the rows show it).
+    pub next_id: AtomicU64,
     /// Pages in the WAL after the last commit (set by SQLite's WAL hook on the writer).
     wal_pages: Arc<AtomicU32>,
     /// A checkpoint is queued for the checkpointer thread.
@@ -155,6 +159,7 @@ impl Partition {
             poison: Mutex::new(None),
             counters: Counters::default(),
             applied: AtomicU64::new(applied),
+            next_id: AtomicU64::new(next_id),
             wal_pages,
             checkpoint_queued: AtomicBool::new(false),
             checkpoint_unfinished: AtomicBool::new(false),
@@ -253,6 +258,11 @@ impl Partition {
     /// A row as the record callers see.
     fn record(&self, id: u32, row: sql::Row) -> Record {
         Record { version: self.version(id, row.counter), value: row.value }
+    }
+
+    /// How far the partition's committed transactions went, for the commit log's base.
+    pub fn durable(&self) -> Durable {
+        Durable { applied: self.applied.load(Ordering::Relaxed), next_id: self.next_id.load(Ordering::Relaxed) }
     }
 
     /// The reason writes are refused, if they are.

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 
 use super::{replay, sql};
 use crate::{
-    commitlog::LoggedTx,
+    commitlog::{Durable, LoggedTx},
     config::IndexMode,
     index::{entry, HashIndex},
     keyhash::KeyHasher,
@@ -23,7 +23,7 @@ pub struct PartitionLog<'a> {
     /// Its logged transactions, in log order.
     pub txs: &'a [LoggedTx],
     /// How far its database was known durable at the log's last trim, if the log keeps a base.
-    pub base: Option<u64>,
+    pub base: Option<Durable>,
 }
 
 /// What a partition's writer starts from: the id counter, the record count and the index.
@@ -40,6 +40,13 @@ pub struct Recovered {
     pub lost: bool,
 }
 
+impl Recovered {
+    /// How far the database is, for the log's base.
+    pub fn durable(&self) -> Durable {
+        Durable { applied: self.applied, next_id: self.next_id }
+    }
+}
+
 /// Replays what the commit log holds that partition `id`'s database lacks, then reads its
 /// counters through its writer connection and recovers its index: the one recovery path, for
 /// serving and for the bulk loader. A database older than the log's base for it lost commits
@@ -53,12 +60,15 @@ pub fn recover(
     log: PartitionLog<'_>,
 ) -> Result<Recovered> {
     let mut applied = sql::log_applied(conn)?;
-    let lost = log.base.is_some_and(|base| applied < base);
+    let (held_next_id, _) = sql::read_meta(conn)?;
+    let lost = log.base.is_some_and(|base| applied < base.applied || held_next_id < base.next_id);
     if lost {
+        let base = log.base.unwrap_or_default();
         let detail = format!(
-            "partition {id}'s database has applied the commit log up to position {applied}, but it was durable up \
-             to {}: the commits in between were lost with its write-ahead log",
-            log.base.unwrap_or_default()
+            "partition {id}'s database has applied the commit log up to position {applied} (next record id \
+             {held_next_id}), but it was durable up to {} (next record id {}): the commits in between were lost \
+             with its write-ahead log",
+            base.applied, base.next_id
         );
         if !config.accept_wal_loss {
             return Err(Error::WalMissing { path: layout.wal(id), detail });

@@ -1,12 +1,21 @@
 //! Every SQL statement and PRAGMA of the engine, and the reason for each setting.
 //!
-//! Schema (format 1, `PRAGMA user_version = 1`, `application_id = 0x53484c54` "SHLT"):
+//! Schema (format 2, `PRAGMA user_version = 2`, `application_id = 0x53484c54` "SHLT"):
 //! - `records(id INTEGER PRIMARY KEY, key BLOB, counter INTEGER, value BLOB)`: ids are assigned
 //!   by the writer, strictly increasing and never reused, so inserts append at the B-tree's
 //!   right edge.
-//! - `meta(name, value)`: `next_id` (never reused, even after deleting the newest record),
-//!   `records` (the live count, so opening a partition never counts rows) and `log_applied`
-//!   (how far into the commit log the database is: written with each logged transaction).
+//! - `meta(name, value)`: `next_id`, `records` (the live count) and `log_applied` (how far into
+//!   the commit log the database is), as of the last transaction that noted them. A writer
+//!   notes them in every transaction that deletes, and at least every [`NOTE_EVERY`] new ids:
+//!   a transaction that only inserts and updates since the last note leaves `meta` alone, so
+//!   it writes one page (the records' leaf) instead of two. So the rows with ids at or above
+//!   `meta.next_id` are exactly the records inserted since the note, all still there, their ids
+//!   without a gap, and [`read_meta`] adds them: the next id is past the highest of them, the
+//!   count includes them (one look at the highest row: opening a partition never counts its
+//!   rows). No id is ever reused: a deleted id is below a noted `next_id`. Format 1 noted
+//!   every transaction that changed the counts; its databases read the same, and are marked 2
+//!   at their first open by a writer (a build of format 1 would reuse ids of a format 2
+//!   database, so it refuses one).
 //! - `tombstones(seq, id)`: deleted ids still present in the index file, dropped by the next
 //!   index merge.
 //! - index mode `sqlite` adds `UNIQUE INDEX records_key ON records(key)`.
@@ -21,7 +30,12 @@ use crate::{
 };
 
 /// Format version stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+/// The format before `meta` was left alone by transactions that only insert and update: read
+/// alike, marked [`SCHEMA_VERSION`] when a writer opens it.
+const SCHEMA_VERSION_NOTING_EVERY_INSERT: i64 = 1;
+/// At most this many ids are assigned between two notes of `meta` (see the module's doc).
+pub const NOTE_EVERY: u64 = 64;
 const APPLICATION_ID: i64 = 0x5348_4c54;
 /// How long a statement waits for a lock before `SQLITE_BUSY`: in the rollback journal mode
 /// readers and the writer wait for each other; in WAL only another process's writes make the
@@ -95,6 +109,10 @@ fn create_schema(conn: &Connection, index: IndexMode) -> Result<()> {
     }
     if version == SCHEMA_VERSION {
         // An existing partition: opening it writes nothing (so it opens on a full disk too).
+        return Ok(());
+    }
+    if version == SCHEMA_VERSION_NOTING_EVERY_INSERT {
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         return Ok(());
     }
     conn.execute_batch(
@@ -201,12 +219,20 @@ pub fn rollback(conn: &Connection) {
     }
 }
 
-/// `(next_id, records)` from `meta`.
+/// `(next_id, records)`: `meta`'s, with the records inserted since it was noted. Their ids run
+/// from the noted `next_id` up without a gap (ids are assigned one after another, and a
+/// transaction that deletes notes), so the highest row says how many there are, and a row of
+/// them lost behind the engine's back shows as a count the rows fall short of (`check`).
 pub fn read_meta(conn: &Connection) -> Result<(u64, u64)> {
     let get = |name: &str| -> Result<u64> {
         Ok(conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get::<_, i64>(0))? as u64)
     };
-    Ok((get("next_id")?, get("records")?))
+    let (noted_next_id, noted_records) = (get("next_id")?, get("records")?);
+    let highest: Option<i64> = conn
+        .prepare_cached("SELECT max(id) FROM records WHERE id >= ?1")?
+        .query_row([noted_next_id as i64], |r| r.get(0))?;
+    let next_id = highest.map_or(noted_next_id, |id| id as u64 + 1);
+    Ok((next_id, noted_records + (next_id - noted_next_id)))
 }
 
 /// Stores `(next_id, records)` in `meta`, and how far the transaction applies the commit log if

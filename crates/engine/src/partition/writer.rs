@@ -150,6 +150,8 @@ pub struct PartitionWriter {
     hasher: KeyHasher,
     next_id: u64,
     records: u64,
+    /// `(next_id, records)` as the partition's `meta` holds them (its last note, or as read).
+    noted: (u64, u64),
     candidates: Vec<u32>,
 }
 
@@ -157,6 +159,8 @@ pub struct PartitionWriter {
 struct Tx {
     next_id: u64,
     records: u64,
+    /// It writes `next_id` and `records` to `meta` ([`PartitionWriter::note_due`]).
+    noted: bool,
     /// Keys written in this transaction: `(id, counter)`, or `None` once deleted.
     overlay: HashMap<Vec<u8>, Option<(u32, u64)>>,
     added: Vec<u64>,
@@ -198,7 +202,7 @@ impl PartitionWriter {
     /// Writer state for a partition just opened.
     pub fn new(partition: Arc<Partition>, start: WriterStart, hasher: KeyHasher) -> Self {
         let WriterStart { conn, next_id, records, .. } = start;
-        Self { partition, conn, hasher, next_id, records, candidates: Vec::new() }
+        Self { partition, conn, hasher, next_id, records, noted: (next_id, records), candidates: Vec::new() }
     }
 
     /// The partition this writer serves.
@@ -242,19 +246,31 @@ impl PartitionWriter {
         }
     }
 
-    /// Appends the transaction's record to the log and, if its counters changed, writes them
-    /// inside the transaction with how far the partition applies the log (an update changes
-    /// neither: replay tells by its counter whether the database holds it). A transaction that
-    /// wrote nothing logs nothing. On error, what was appended (to be cancelled).
+    /// Appends the transaction's record to the log and, if a note is due
+    /// ([`PartitionWriter::note_due`]), writes the counters inside the transaction with how far
+    /// the partition applies the log (without one, replay tells by the ids and counters whether
+    /// the database holds a logged effect). A transaction that wrote nothing logs nothing. On
+    /// error, what was appended (to be cancelled).
     fn log(&self, tx: &mut Tx, log: &CommitLog) -> std::result::Result<Option<Logged>, (Error, Option<Logged>)> {
         let Some(builder) = tx.log.take().filter(|b| !b.is_empty()) else { return Ok(None) };
         let body = builder.finish(self.partition.id, tx.next_id, tx.records);
         let (lsn, end) = log.append(&body).map_err(|e| (e, None))?;
-        let noted = (tx.next_id, tx.records) != (self.next_id, self.records);
-        if noted {
+        tx.noted = self.note_due(tx);
+        if tx.noted {
             sql::write_meta(&self.conn, tx.next_id, tx.records, Some(end)).map_err(|e| (e, Some((lsn, end, true))))?;
         }
-        Ok(Some((lsn, end, noted)))
+        Ok(Some((lsn, end, tx.noted)))
+    }
+
+    /// Whether `tx` must write the counters to `meta`: it changed them, and it deleted a record
+    /// (or one was deleted since the last note), or [`sql::NOTE_EVERY`] ids have been assigned
+    /// since. Otherwise the records it inserted are the rows at or above the noted `next_id`,
+    /// which is how [`sql::read_meta`] finds them.
+    fn note_due(&self, tx: &Tx) -> bool {
+        let (noted_next_id, noted_records) = self.noted;
+        let new_ids = tx.next_id - noted_next_id;
+        let only_inserted = tx.records.checked_sub(noted_records) == Some(new_ids);
+        (tx.next_id, tx.records) != (self.next_id, self.records) && !(only_inserted && new_ids < sql::NOTE_EVERY)
     }
 
     /// Commits a prepared group once the log is durable past its record (`flushed`), then
@@ -367,6 +383,7 @@ impl PartitionWriter {
         let mut tx = Tx {
             next_id: self.next_id,
             records: self.records,
+            noted: false,
             overlay: HashMap::new(),
             added: Vec::new(),
             removed: Vec::new(),
@@ -384,8 +401,9 @@ impl PartitionWriter {
                 }
                 results.push(outcomes);
             }
-            if !logging && (tx.next_id, tx.records) != (self.next_id, self.records) {
+            if !logging && self.note_due(&tx) {
                 sql::write_meta(&self.conn, tx.next_id, tx.records, None)?;
+                tx.noted = true;
             }
             Ok(results)
         })();
@@ -498,6 +516,10 @@ impl PartitionWriter {
     fn finish(&mut self, tx: &Tx, ops: usize, applied: Option<u64>) {
         self.next_id = tx.next_id;
         self.records = tx.records;
+        if tx.noted {
+            self.noted = (tx.next_id, tx.records);
+        }
+        self.partition.next_id.store(tx.next_id, Ordering::Relaxed);
         let counters = &self.partition.counters;
         counters.records.store(tx.records, Ordering::Relaxed);
         counters.commits.fetch_add(1, Ordering::Relaxed);

@@ -174,9 +174,12 @@ impl PartitionWriter {
         }
     }
 
+    /// The counts after a commit that noted them in `meta`.
     fn set_counts(&mut self, next_id: u64, records: u64) {
         self.next_id = next_id;
         self.records = records;
+        self.noted = (next_id, records);
+        self.partition.next_id.store(next_id, Ordering::Relaxed);
         self.partition.counters.records.store(records, Ordering::Relaxed);
     }
 }
