@@ -318,7 +318,7 @@ fn append<'a>(
                 id += 1;
             }
         }
-        drop(insert);
+        insert.finish()?;
         let appended = id - *next_id;
         sql::write_meta(conn, id, *count + appended, None)?;
         sql::set_meta_value(conn, "dataset_seed", dataset.seed as i64)?;

@@ -63,6 +63,11 @@
 //! input) is replaced (`last-wins`: an update, its counter `max(old + 1, given)`), kept
 //! (`keep`), or refused (`error`). A new key gets the counter the input gives, else 1.
 //! RAM: one bucket at a time per thread (a quarter of the memory budget over the threads).
+//! A partition built anew is cut finer: a sub-run a bucket (`crate::import_runs`), read and
+//! resolved on a second thread while SQLite writes the bucket before it, so both cores work on
+//! one partition, and each bucket's map of keys stays small enough for the processor's cache
+//! (in buckets of up to a quarter of the memory budget, resolving took over a third of the
+//! apply's CPU: docs/import-export.md, "One full-size partition").
 
 use std::{
     collections::HashMap,
@@ -529,13 +534,11 @@ fn apply_share(
     if part.build.is_some() {
         // Nothing to look up in a partition built anew: each bucket is read and resolved on a
         // thread of its own while the one before it is written (handed over, not queued: two
-        // buckets in memory at most). A share staged in many sub-runs (few partitions, so few
-        // threads busy) is cut finer, in groups of sub-runs, so that this overlaps; the cut
-        // depends on the share alone, so a resume cuts it alike.
-        let bucket = match runs.subruns() >= PIPELINED_SUBRUNS {
-            true => bucket.min(runs.share_bytes(&staging, part.id).div_ceil(PIPELINED_BUCKETS).max(1 << 20)),
-            false => bucket,
-        };
+        // buckets in memory at most). A share staged in sub-runs (few partitions) is cut into a
+        // sub-run a bucket (or a few small ones), so that this overlaps and each bucket's map of
+        // keys stays small enough for the processor's cache; the cut depends on the share
+        // alone, so a resume cuts it alike.
+        let bucket = bucket.min(runs.largest_subrun(&staging, part.id).max(1 << 20));
         let (ready, written) = std::sync::mpsc::sync_channel::<Ready>(0);
         std::thread::scope(|scope| {
             let (staging, id) = (&staging, part.id);
@@ -572,12 +575,6 @@ fn apply_share(
 /// (fsyncs of its files and its directory, file creations: several per partition), and the
 /// other threads' inserts fill those waits, so both cores stay busy.
 const APPLY_THREADS: usize = 2 * crate::bulk::THREADS;
-
-/// Buckets a share built anew is cut into at least (if each is 1 MiB or more), so that reading
-/// and resolving the next runs beside the writing of the one before for most of the share.
-const PIPELINED_BUCKETS: u64 = 8;
-/// Sub-runs a share needs to be cut into [`PIPELINED_BUCKETS`] without splitting any.
-const PIPELINED_SUBRUNS: u32 = 4 * PIPELINED_BUCKETS as u32;
 
 /// Bytes of a partition's share applied in one transaction at most: a quarter of the memory
 /// budget (less what it sets aside for the process's mapped files) over the buckets held at once (a bucket's records, its map of keys and its index
@@ -685,6 +682,7 @@ fn write_bucket(
                 }
             }
         }
+        insert.finish()?;
         sql::write_meta(&part.conn, id, part.state.records + counts.inserted, None)?;
         if done == buckets {
             sql::set_meta_value(&part.conn, IMPORT_ID, plan.id)?;

@@ -94,6 +94,11 @@ impl Runs {
         (0..self.subruns).map(|s| run_bytes(&self.path(staging, p, s))).sum()
     }
 
+    /// Bytes of partition `p`'s largest sub-run.
+    pub(crate) fn largest_subrun(&self, staging: &Path, p: u32) -> u64 {
+        (0..self.subruns).map(|s| run_bytes(&self.path(staging, p, s))).max().unwrap_or(0)
+    }
+
     /// Calls `f(b, buckets, records)` with the staged records of partition `p`'s buckets from
     /// `skip` on, in bucket order, each at most about `bucket` bytes. Nothing if the partition
     /// got no records.

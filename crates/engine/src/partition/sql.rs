@@ -288,27 +288,58 @@ pub fn id_counter_by_key(conn: &Connection, key: &[u8]) -> Result<Option<(u32, u
     Ok(stmt.query_row([key], |r| Ok((r.get::<_, i64>(0)? as u32, r.get::<_, i64>(1)? as u64))).optional()?)
 }
 
+/// The insert of one record, `(id, key, counter, value)`.
+const INSERT_RECORD: &str = "INSERT INTO records(id, key, counter, value) VALUES (?, ?, ?, ?)";
+
 /// Appends a record.
 pub fn insert(conn: &Connection, id: u32, key: &[u8], counter: u64, value: &[u8]) -> Result<()> {
-    let mut stmt = conn.prepare_cached("INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, ?3, ?4)")?;
+    let mut stmt = conn.prepare_cached(INSERT_RECORD)?;
     stmt.execute(params![id, key, counter as i64, value])?;
     Ok(())
 }
 
-/// Appends many new records through one prepared statement: the bulk loader's and the
-/// import's path.
-pub struct Appender<'c>(rusqlite::CachedStatement<'c>);
+/// Appends many new records, [`APPEND_ROWS`] to a statement: the bulk loader's and the import's
+/// path. [`Appender::finish`] inserts the last ones; an appender dropped without it (an error
+/// on the way, its transaction rolled back) inserts none of those.
+pub struct Appender<'c, 'd> {
+    conn: &'c Connection,
+    /// `INSERT ... VALUES (?, ?, ?, ?), ...`: [`APPEND_ROWS`] rows.
+    many: String,
+    /// Rows not inserted yet: `(id, key, counter, value)`.
+    rows: Vec<(u32, &'d [u8], u64, &'d [u8])>,
+}
 
-impl<'c> Appender<'c> {
-    /// Prepares the insert on `conn`.
+/// Rows an [`Appender`] inserts in one statement. A statement's step opens its cursor on the
+/// table and descends to the last page; its rows after the first append where the cursor is.
+const APPEND_ROWS: usize = 64;
+
+impl<'c, 'd> Appender<'c, 'd> {
+    /// An appender into `conn`'s `records`.
     pub fn new(conn: &'c Connection) -> Result<Self> {
-        Ok(Self(conn.prepare_cached("INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, ?3, ?4)")?))
+        let many = format!("{INSERT_RECORD}{}", ", (?, ?, ?, ?)".repeat(APPEND_ROWS - 1));
+        Ok(Self { conn, many, rows: Vec::with_capacity(APPEND_ROWS) })
     }
 
-    /// Appends one record.
-    pub fn append(&mut self, id: u32, key: &[u8], counter: u64, value: &[u8]) -> Result<()> {
-        self.0.execute(params![id, key, counter as i64, value])?;
+    /// Appends one record (inserted by this call or a later one, or by [`Appender::finish`]).
+    pub fn append(&mut self, id: u32, key: &'d [u8], counter: u64, value: &'d [u8]) -> Result<()> {
+        self.rows.push((id, key, counter, value));
+        if self.rows.len() == APPEND_ROWS {
+            let mut stmt = self.conn.prepare_cached(&self.many)?;
+            for (i, &(id, key, counter, value)) in self.rows.iter().enumerate() {
+                stmt.raw_bind_parameter(4 * i + 1, id)?;
+                stmt.raw_bind_parameter(4 * i + 2, key)?;
+                stmt.raw_bind_parameter(4 * i + 3, counter as i64)?;
+                stmt.raw_bind_parameter(4 * i + 4, value)?;
+            }
+            stmt.raw_execute()?;
+            self.rows.clear();
+        }
         Ok(())
+    }
+
+    /// Inserts the records appended and not inserted yet.
+    pub fn finish(self) -> Result<()> {
+        self.rows.into_iter().try_for_each(|(id, key, counter, value)| insert(self.conn, id, key, counter, value))
     }
 }
 
@@ -548,5 +579,37 @@ fn synchronous_word(sync: Synchronous) -> &'static str {
         Synchronous::Full => "FULL",
         Synchronous::Normal => "NORMAL",
         Synchronous::Off => "OFF",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows appended past a whole statement's worth go in at `finish`; an appender dropped
+    /// without it leaves them out (its transaction is then rolled back).
+    #[test]
+    fn an_appender_inserts_every_row_by_finish_and_only_whole_statements_without() {
+        let tmp = tempfile::tempdir().unwrap();
+        let conn = open_writer(&tmp.path().join("p.db"), &Config::default(), IndexMode::Hash).unwrap();
+        let rows: Vec<(Vec<u8>, Vec<u8>)> =
+            (0..2 * APPEND_ROWS as u32 + 5).map(|i| (format!("k{i}").into_bytes(), i.to_le_bytes().to_vec())).collect();
+        let append_all = |ids: std::ops::Range<u32>| {
+            let mut insert = Appender::new(&conn).unwrap();
+            for id in ids {
+                let (key, value) = &rows[id as usize - 1];
+                insert.append(id, key, u64::from(id) + 1, value).unwrap();
+            }
+            insert
+        };
+        append_all(1..rows.len() as u32 + 1).finish().unwrap();
+        for (id, (key, value)) in (1u32..).zip(&rows) {
+            let row = row_by_id(&conn, id).unwrap().unwrap();
+            assert_eq!((row.key, row.counter, row.value), (key.clone(), u64::from(id) + 1, value.clone()));
+        }
+        empty_records(&conn).unwrap();
+        drop(append_all(1..APPEND_ROWS as u32 + 4));
+        let count: u32 = conn.query_row("SELECT count(*) FROM records", [], |r| r.get(0)).unwrap();
+        assert_eq!(count, APPEND_ROWS as u32);
     }
 }
