@@ -67,6 +67,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         if let Some(owner) = cluster::route::owner_elsewhere(cluster, route, &req)? {
             return cluster::route::answer(state, cluster, owner, req).await;
         }
+        cluster::route::pause_read(state, route, &req).await;
     }
     match route {
         Route::Healthz => Ok(response::with_body(StatusCode::OK, HeaderValue::from_static("text/plain"), "ok\n")),

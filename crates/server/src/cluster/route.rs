@@ -55,6 +55,16 @@ pub async fn hold_write(
     cluster.hold([partition]).await
 }
 
+/// Waits `--test-read-pause-ms` before a read served here (tests only; nothing by default).
+pub async fn pause_read(state: &State, route: Route, req: &Request<Incoming>) {
+    let pause = state.options.test_read_pause;
+    let read = matches!(route, Route::Keys | Route::Export)
+        || (route == Route::Kv && matches!(*req.method(), Method::GET | Method::HEAD));
+    if read && !pause.is_zero() {
+        tokio::time::sleep(pause).await;
+    }
+}
+
 /// The `partition=` of a query, if it is a number.
 fn partition_param(query: &str) -> Option<u32> {
     query.split('&').find_map(|pair| pair.strip_prefix("partition=")).and_then(|p| p.parse().ok())
