@@ -18,14 +18,7 @@ etcd=${ETCD:-etcd}
 records=${RECORDS:-200000} parts=${PARTITIONS:-16} conns=${CONNS:-32} out=${OUT:-/tmp/forward-perf.data}
 # shellcheck source=cluster-etcd.sh
 source "$here/cluster-etcd.sh"
-owner=$(port) proxy=$(port)
-"$bin" load --data "$dir/owner" --records "$records" --partitions "$parts" --json >/dev/null
-"$bin" cluster init --etcd "$endpoint" --partitions "$parts" --nodes "owner=http://127.0.0.1:$owner" \
-  --spare-nodes "proxy=http://127.0.0.1:$proxy" >/dev/null
-for node in owner proxy; do
-  serve_node "$node" "${!node}"
-done
-proxy_pid=${pids[2]}
+owner_and_proxy
 calls=syscalls:sys_enter_sendto,syscalls:sys_enter_writev,syscalls:sys_enter_recvfrom,syscalls:sys_enter_epoll_wait
 
 load() {  # -> GET/s and p50 of a 10 s run, once it ends
