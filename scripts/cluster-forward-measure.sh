@@ -19,14 +19,7 @@ records=${RECORDS:-200000} parts=${PARTITIONS:-16} rounds=${ROUNDS:-2} conns=${C
 secs=${DURATION:-5} warmup=${WARMUP:-1}
 # shellcheck source=cluster-etcd.sh
 source "$here/cluster-etcd.sh"
-owner=$(port) proxy=$(port)
-"$bin" load --data "$dir/owner" --records "$records" --partitions "$parts" --json >/dev/null
-"$bin" cluster init --etcd "$endpoint" --partitions "$parts" --nodes "owner=http://127.0.0.1:$owner" \
-  --spare-nodes "proxy=http://127.0.0.1:$proxy" >/dev/null
-for node in owner proxy; do
-  serve_node "$node" "${!node}"
-done
-owner_pid=${pids[1]} proxy_pid=${pids[2]}
+owner_and_proxy
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 

@@ -2,6 +2,9 @@
 //! `bin` stream (docs/import-export.md, "bin") sent as it is read: what `shardlite export --url`
 //! reads. The answer carries the partition count in `Shardlite-Partitions`; a stream that
 //! ends without its end marker failed part way (the status was sent before the first record).
+//! The answer starts with the stream's first chunk, once the snapshot is taken: a cluster node
+//! then knows whether a move emptied the partition before it (docs/cluster.md, "Reads racing
+//! the flip").
 
 use hyper::{
     header::{HeaderName, HeaderValue},
@@ -20,8 +23,10 @@ pub const PARTITIONS: HeaderName = HeaderName::from_static("shardlite-partitions
 /// Serves one `/export` request.
 pub async fn handle(state: &State, query: Option<&str>) -> Result<Response, ApiError> {
     let partition = parse(query.unwrap_or_default())?;
-    let export = state.backend.export(partition).await?;
-    let mut resp = response::streamed(OCTET_STREAM, export.chunks);
+    let mut export = state.backend.export(partition).await?;
+    // Read from within the snapshot (or after it ended): the snapshot was taken before.
+    let first = export.chunks.recv().await;
+    let mut resp = response::streamed(OCTET_STREAM, first, export.chunks);
     resp.headers_mut().insert(PARTITIONS, HeaderValue::from(export.partitions));
     Ok(resp)
 }

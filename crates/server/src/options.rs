@@ -63,6 +63,13 @@ pub struct ServerOptions {
     #[serde(rename = "move_freeze_timeout_ms", with = "millis")]
     #[cfg_attr(feature = "cli", arg(id = "move_freeze_timeout_ms", long = "move-freeze-timeout-ms", value_name = "MOVE_FREEZE_TIMEOUT_MS", value_parser = millis::parse))]
     pub move_freeze_timeout: Duration,
+    /// For tests only: a cluster node waits this long between deciding to serve a read of its
+    /// own partition (GET or HEAD of /kv, /keys, /export) and reading it, ms; 0 (the
+    /// default): never.
+    // Widens the moment a partition move's flip can fall into, so that tests meet it at will.
+    #[serde(rename = "test_read_pause_ms", with = "millis")]
+    #[cfg_attr(feature = "cli", arg(id = "test_read_pause_ms", long = "test-read-pause-ms", value_name = "TEST_READ_PAUSE_MS", value_parser = millis::parse))]
+    pub test_read_pause: Duration,
     /// Log one line per request.
     // At `info`, target `shardlite_server::request`.
     #[cfg_attr(feature = "cli", arg(long))]
@@ -85,6 +92,7 @@ impl Default for ServerOptions {
             request_log: false,
             shutdown_grace: Duration::from_secs(30),
             move_freeze_timeout: Duration::from_secs(1),
+            test_read_pause: Duration::ZERO,
         }
     }
 }

@@ -20,22 +20,34 @@ use shardlite_engine::Version;
 /// Every response the server sends: the whole body in memory, or (`GET /export`) streamed.
 pub type Response = hyper::Response<Either<Full<Bytes>, Streamed>>;
 
-/// A body sent as it is produced: the chunks of a channel, until its sender is dropped.
+/// A body sent as it is produced: a first chunk already read, if any, then the chunks of a
+/// channel, until its sender is dropped.
 #[derive(Debug)]
-pub struct Streamed(tokio::sync::mpsc::Receiver<Bytes>);
+pub struct Streamed {
+    first: Option<Bytes>,
+    rest: tokio::sync::mpsc::Receiver<Bytes>,
+}
 
 impl Body for Streamed {
     type Data = Bytes;
     type Error = Infallible;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        self.rest.poll_recv(cx).map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
     }
 }
 
-/// A `200` whose body is the chunks of `chunks`, of the given content type.
-pub fn streamed(content_type: HeaderValue, chunks: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
-    let mut resp = relayed(StatusCode::OK, chunks);
+/// A `200` whose body is `first` (a chunk already taken from the channel, if any), then the
+/// chunks of `chunks`, of the given content type.
+pub fn streamed(
+    content_type: HeaderValue,
+    first: Option<Bytes>,
+    chunks: tokio::sync::mpsc::Receiver<Bytes>,
+) -> Response {
+    let mut resp = hyper::Response::new(Either::Right(Streamed { first, rest: chunks }));
     resp.headers_mut().insert(CONTENT_TYPE, content_type);
     resp
 }
@@ -43,7 +55,7 @@ pub fn streamed(content_type: HeaderValue, chunks: tokio::sync::mpsc::Receiver<B
 /// A response of a status whose body is the chunks of `chunks`, with no header yet (a
 /// forwarded answer the owner streams).
 pub fn relayed(status: StatusCode, chunks: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
-    let mut resp = hyper::Response::new(Either::Right(Streamed(chunks)));
+    let mut resp = hyper::Response::new(Either::Right(Streamed { first: None, rest: chunks }));
     *resp.status_mut() = status;
     resp
 }

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use hyper::{body::Incoming, header::HeaderValue, Request, StatusCode};
+use hyper::{body::Incoming, header::HeaderValue, http::request::Parts, Request, StatusCode};
 
 use crate::{
     admin, auth, batch, cluster,
@@ -64,6 +64,10 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         None => Vec::new(),
     };
     if let Some(cluster) = &state.cluster {
+        if let Some(partition) = cluster::route::read_of(cluster, route, &req) {
+            let (head, _) = req.into_parts();
+            return cluster::route::read(state, cluster, partition, &head, || read(state, route, &head)).await;
+        }
         if let Some(owner) = cluster::route::owner_elsewhere(cluster, route, &req)? {
             return cluster::route::answer(state, cluster, owner, req).await;
         }
@@ -90,6 +94,15 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         Route::AdminAdopt => cluster::moving::adopt(state, req).await,
         Route::AdminTakeover => cluster::takeover::run(state, req).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
+    }
+}
+
+/// A read of one partition served here, on a cluster node (`cluster::route::read`).
+async fn read(state: &State, route: Route, head: &Parts) -> Result<Response, ApiError> {
+    match route {
+        Route::Kv => kv::get(state, head).await,
+        Route::Keys => keys::handle(state, head.uri.query()).await,
+        _ => export::handle(state, head.uri.query()).await,
     }
 }
 

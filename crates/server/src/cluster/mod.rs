@@ -24,7 +24,10 @@ pub(crate) mod moving;
 pub(crate) mod route;
 pub(crate) mod takeover;
 
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{
+    atomic::{AtomicU64, Ordering},
+    Arc, OnceLock, RwLock,
+};
 
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock as Gate};
 
@@ -58,6 +61,11 @@ pub struct Cluster {
     /// refused) and those under way finish first. tokio's lock queues new readers behind a
     /// waiting writer, so a freeze is never starved by a stream of writes.
     gates: Vec<Arc<Gate<()>>>,
+    /// Per partition, how many times a move run here gave it away: counted once this node
+    /// follows the map naming the new owner, before it empties its stale copy. A read served
+    /// here keeps its answer only if the count did not change while it read
+    /// (`route::read_here`).
+    departures: Vec<AtomicU64>,
     /// How this node changes the map in etcd (set once the node has joined).
     map_writer: OnceLock<Arc<dyn MapWriter>>,
     /// Until when this node holds its lease in etcd: it serves its partitions only then.
@@ -86,12 +94,14 @@ impl Cluster {
             return Err(format!("node `{node}` is not in the cluster (its nodes: {})", node_list(&view)));
         }
         let gates = (0..view.map.partitions).map(|_| Arc::new(Gate::new(()))).collect();
+        let departures = (0..view.map.partitions).map(|_| AtomicU64::new(0)).collect();
         Ok(Arc::new(Self {
             node,
             redirect,
             view: RwLock::new(Arc::new(view)),
             forwarder: forward::Forwarder::new(),
             gates,
+            departures,
             map_writer: OnceLock::new(),
             lease: Lease::new(),
             restorer: OnceLock::new(),
@@ -170,6 +180,20 @@ impl Cluster {
     /// have finished.
     async fn freeze(&self, partition: u32) -> OwnedRwLockWriteGuard<()> {
         Arc::clone(&self.gates[partition as usize]).write_owned().await
+    }
+
+    /// How many times a move run here gave `partition` away (0 for a partition that does not
+    /// exist).
+    fn departures(&self, partition: u32) -> u64 {
+        self.departures.get(partition as usize).map_or(0, |count| count.load(Ordering::Acquire))
+    }
+
+    /// A move run here gave `partition` away: this node follows the map naming the new owner,
+    /// and is about to empty its copy.
+    fn gave_away(&self, partition: u32) {
+        if let Some(count) = self.departures.get(partition as usize) {
+            count.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Where `partition` is served: `None` here, else its owner.

@@ -188,6 +188,9 @@ async fn flip(
     if let Err(why) = cluster.apply(view) {
         tracing::error!(why, "cannot follow the map this node just wrote");
     }
+    // Before the stale copy is emptied: a read of the partition under way here learns that
+    // its answer may be of the emptied copy.
+    cluster.gave_away(partition);
     Ok((last, map_version))
 }
 
@@ -307,7 +310,7 @@ pub async fn records(state: &State, query: Option<&str>) -> Result<Response, Api
         Err(_) => MovePart::Copy,
     };
     let stream = state.backend.send_partition(partition, part).await?;
-    Ok(response::streamed(OCTET_STREAM, stream.chunks))
+    Ok(response::streamed(OCTET_STREAM, None, stream.chunks))
 }
 
 /// Asks node `to` for `path` on behalf of the request `req` (whose token it carries).

@@ -5,8 +5,16 @@
 //! it gets its usual 400. The rest (`/batch` aside, split in `super::batch`) acts on this node:
 //! `/stats`, `/metrics` and the `/admin/*` routes report on or change this node's own data
 //! directory, which holds data only for the partitions it owns.
+//!
+//! A read of a partition served here (`read`) keeps its answer only if no move gave the
+//! partition away while it ran: the move empties this node's copy right after following the
+//! map that names the new owner, so the answer could be of the emptied copy; the read then goes
+//! to the new owner (docs/cluster.md, "Reads racing the flip").
 
-use hyper::{body::Incoming, Method, Request, StatusCode};
+use std::future::Future;
+
+use bytes::Bytes;
+use hyper::{body::Incoming, http::request::Parts, HeaderMap, Method, Request, StatusCode};
 use serde::Serialize;
 
 use super::{Cluster, Owner, FORWARDED_BY};
@@ -23,21 +31,79 @@ use crate::{
 /// here (or it is no request for one partition); refused while this node does not hold its
 /// lease (`super::lease`).
 pub fn owner_elsewhere(cluster: &Cluster, route: Route, req: &Request<Incoming>) -> Result<Option<Owner>, ApiError> {
-    let partition = match route {
-        Route::Kv => match parse_key(kv_key(req.uri().path())) {
-            Ok(key) => cluster.view().map.hasher().locate(&key).partition,
-            Err(_) => return Ok(None),
-        },
-        Route::Keys | Route::Export => match req.uri().query().and_then(partition_param) {
-            Some(partition) => partition,
-            None => return Ok(None),
-        },
-        _ => return Ok(None),
+    match partition_of(cluster, route, req) {
+        Some(partition) => place(cluster, partition),
+        None => Ok(None),
+    }
+}
+
+/// The partition the request `req` reads (`GET` or `HEAD` of `/kv/{key}`, `/keys`,
+/// `/export`), if it is such a read; `None` for any other request.
+pub fn read_of(cluster: &Cluster, route: Route, req: &Request<Incoming>) -> Option<u32> {
+    let reads = match route {
+        Route::Kv => matches!(*req.method(), Method::GET | Method::HEAD),
+        Route::Keys | Route::Export => true,
+        _ => false,
     };
+    reads.then(|| partition_of(cluster, route, req)).flatten()
+}
+
+/// Answers the read `head` of partition `partition`: made here by `serve` while this node owns
+/// the partition, else asked of its owner (or 421, as in [`answer`]). An answer made here is
+/// kept only if no move gave the partition away meanwhile (the count is read before the map,
+/// and the move counts after following the new map, before emptying the copy here): else the
+/// read is placed again, and goes to the new owner.
+pub async fn read<F>(
+    state: &State,
+    cluster: &Cluster,
+    partition: u32,
+    head: &Parts,
+    serve: impl Fn() -> F,
+) -> Result<Response, ApiError>
+where
+    F: Future<Output = Result<Response, ApiError>>,
+{
+    loop {
+        let departures = cluster.departures(partition);
+        if let Some(owner) = place(cluster, partition)? {
+            if !forwards(cluster, &head.headers) {
+                return Err(ApiError::misdirected(owner, &cluster.node));
+            }
+            return cluster.forwarder.forward(&owner, &cluster.node, head, Bytes::new()).await;
+        }
+        pause_read(state).await;
+        let answer = serve().await;
+        if cluster.departures(partition) == departures {
+            return answer;
+        }
+    }
+}
+
+/// The partition of a request for one partition: `/kv/{key}` by its key, `/keys` and
+/// `/export` by their `partition=`; `None` for others, and for those this node cannot place.
+fn partition_of(cluster: &Cluster, route: Route, req: &Request<Incoming>) -> Option<u32> {
+    match route {
+        Route::Kv => {
+            parse_key(kv_key(req.uri().path())).ok().map(|key| cluster.view().map.hasher().locate(&key).partition)
+        }
+        Route::Keys | Route::Export => req.uri().query().and_then(partition_param),
+        _ => None,
+    }
+}
+
+/// Where `partition` is served: `Ok(None)` here (refused while this node does not hold its
+/// lease), else its owner.
+fn place(cluster: &Cluster, partition: u32) -> Result<Option<Owner>, ApiError> {
     match cluster.elsewhere(partition) {
         Some(owner) => Ok(Some(owner)),
         None => cluster.ensure_leased(partition).map(|()| None),
     }
+}
+
+/// Whether this node forwards a request with `headers` for another node's partition: not when
+/// it redirects, nor a request forwarded already.
+fn forwards(cluster: &Cluster, headers: &HeaderMap) -> bool {
+    !cluster.redirect && !headers.contains_key(FORWARDED_BY)
 }
 
 /// Waits while a move holds frozen the partition a write (`PUT` or `DELETE` of `/kv/{key}`)
@@ -55,6 +121,14 @@ pub async fn hold_write(
     cluster.hold([partition]).await
 }
 
+/// Waits `--test-read-pause-ms` before a read served here (tests only; nothing by default).
+async fn pause_read(state: &State) {
+    let pause = state.options.test_read_pause;
+    if !pause.is_zero() {
+        tokio::time::sleep(pause).await;
+    }
+}
+
 /// The `partition=` of a query, if it is a number.
 fn partition_param(query: &str) -> Option<u32> {
     query.split('&').find_map(|pair| pair.strip_prefix("partition=")).and_then(|p| p.parse().ok())
@@ -69,7 +143,7 @@ pub async fn answer(
     owner: Owner,
     req: Request<Incoming>,
 ) -> Result<Response, ApiError> {
-    if cluster.redirect || req.headers().contains_key(FORWARDED_BY) {
+    if !forwards(cluster, req.headers()) {
         return Err(ApiError::misdirected(owner, &cluster.node));
     }
     let (head, body) = req.into_parts();

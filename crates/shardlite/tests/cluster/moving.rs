@@ -2,7 +2,8 @@
 //! writers keep updating, deleting and creating its keys through every node loses no
 //! acknowledged write, keeps each record's id and counter (so no version is handed out twice),
 //! passes `check` on its new owner, and the old owner forwards to it afterwards, its stale copy
-//! emptied; a move that fails (a target down, a freeze past its timeout) leaves the map and the
+//! emptied; reads through the old owner racing the flip (held long enough by
+//! `--test-read-pause-ms` to meet it) still find every record; a move that fails (a target down, a freeze past its timeout) leaves the map and the
 //! writes as they were.
 
 use std::{
@@ -105,6 +106,17 @@ async fn three_nodes(bin: &std::path::Path, dir: &std::path::Path, n1_flags: &[&
     (etcd, nodes)
 }
 
+/// `shardlite cluster move` of partition [`MOVED`] to n3, off the test's runtime (whose tasks go
+/// on meanwhile): its JSON summary.
+async fn move_to_n3(etcd: &etcd::Etcd) -> Value {
+    let endpoints = etcd.endpoints.clone();
+    let out =
+        tokio::task::spawn_blocking(move || shardlite(&["cluster", "move", "0", "n3", "--etcd", &endpoints, "--json"]));
+    let out = out.await.unwrap();
+    assert!(out.status.success(), "cluster move: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Transactions committed to partition [`MOVED`] on `server`.
 async fn commits(server: &Server) -> u64 {
     let stats = get_json(&server.at("/stats")).await;
@@ -128,12 +140,7 @@ async fn a_partition_moves_under_writes_and_loses_nothing() {
     }
     let churner = tokio::spawn(churn_until(urls, churned.clone(), Arc::clone(&stop)));
 
-    let endpoints = etcd.endpoints.clone();
-    let out =
-        tokio::task::spawn_blocking(move || shardlite(&["cluster", "move", "0", "n3", "--etcd", &endpoints, "--json"]));
-    let out = out.await.unwrap();
-    assert!(out.status.success(), "cluster move: {}", String::from_utf8_lossy(&out.stderr));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = move_to_n3(&etcd).await;
     assert_eq!((summary["from"].as_str(), summary["to"].as_str()), (Some("n1"), Some("n3")), "{summary}");
     assert_eq!(summary["map_version"].as_u64(), Some(2));
     assert!(summary["records"].as_u64().unwrap() >= keys.len() as u64, "{summary}");
@@ -185,6 +192,106 @@ async fn a_partition_moves_under_writes_and_loses_nothing() {
     assert_eq!((report["sqlite"].as_str(), &report["problems"]), (Some("ok"), &json!([])), "{report}");
     assert_eq!((report["missing_entries"].as_u64(), report["extra_entries"].as_u64()), (Some(0), Some(0)));
     assert_eq!(report["records"].as_u64(), Some(live));
+}
+
+/// The reads a reader through the old owner makes of the moved partition.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// `GET /kv/{key}` of each key in turn: its value.
+    Get,
+    /// `GET /keys?partition=P`: every key, on one page.
+    Keys,
+    /// `GET /export?partition=P`: the whole partition, as exported before the move.
+    Export,
+}
+
+/// What the moved partition held before the move: each key's value, and its export.
+struct Before {
+    values: BTreeMap<Vec<u8>, String>,
+    export: Vec<u8>,
+}
+
+/// Makes `read` through `url` (the old owner) again and again until told to `stop`, then once
+/// more; the reads made, and every answer that missed a record acknowledged before the move.
+async fn read_until(url: String, read: Read, before: Arc<Before>, stop: Arc<AtomicBool>) -> (usize, Vec<String>) {
+    let http = client();
+    let (mut made, mut wrong) = (0usize, Vec::new());
+    let keys: Vec<&Vec<u8>> = before.values.keys().collect();
+    let listed: Vec<String> = keys.iter().map(hex::encode).collect();
+    let mut stopping = false;
+    while !stopping {
+        stopping = stop.load(Ordering::Relaxed);
+        let key = keys[made % keys.len()];
+        let path = match read {
+            Read::Get => format!("/kv/{}", hex::encode(key)),
+            Read::Keys => format!("/keys?partition={MOVED}&limit=1000"),
+            Read::Export => format!("/export?partition={MOVED}"),
+        };
+        let answer = http.get(format!("{url}{path}")).send().await.unwrap();
+        let status = answer.status().as_u16();
+        let body = answer.bytes().await.unwrap();
+        made += 1;
+        let right = status == 200
+            && match read {
+                Read::Get => body == before.values[key].as_bytes(),
+                Read::Keys => {
+                    let page: Value = serde_json::from_slice(&body).unwrap();
+                    let mut got: Vec<String> = page["keys"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|k| k["key"].as_str().unwrap().to_owned())
+                        .collect();
+                    got.sort();
+                    got == listed && page["next"].is_null()
+                }
+                Read::Export => body == before.export,
+            };
+        if !right {
+            wrong.push(format!("{path}: {status}, {} bytes: {}", body.len(), String::from_utf8_lossy(&body)));
+        }
+    }
+    (made, wrong)
+}
+
+#[tokio::test]
+async fn reads_through_the_old_owner_racing_the_flip_find_every_record() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Each read n1 serves itself waits 50 ms between the decision and the read: a read decided
+    // just before the flip reaches the partition after its stale copy is emptied.
+    let (etcd, nodes) = three_nodes(&bin, dir.path(), &["--test-read-pause-ms", "50"]).await;
+    let http = client();
+    let mut values = BTreeMap::new();
+    for (i, key) in keys_of_moved(&nodes, 40).into_iter().enumerate() {
+        let value = format!("before-{i}");
+        assert_eq!(http.put(nodes.server("n1").kv(&key)).body(value.clone()).send().await.unwrap().status(), 201);
+        values.insert(key, value);
+    }
+    let export = http.get(nodes.server("n1").at(&format!("/export?partition={MOVED}"))).send().await.unwrap();
+    let before = Arc::new(Before { values, export: export.bytes().await.unwrap().to_vec() });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let url = nodes.server("n1").url.clone();
+    let reads = [Read::Get, Read::Get, Read::Get, Read::Get, Read::Keys, Read::Export];
+    let readers: Vec<_> = reads
+        .iter()
+        .map(|&read| tokio::spawn(read_until(url.clone(), read, Arc::clone(&before), Arc::clone(&stop))))
+        .collect();
+    let summary = move_to_n3(&etcd).await;
+    assert_eq!((summary["map_version"].as_u64(), summary["dropped"].as_u64()), (Some(2), Some(40)), "{summary}");
+    stop.store(true, Ordering::Relaxed);
+
+    let mut missed = Vec::new();
+    for (read, reader) in reads.iter().zip(readers) {
+        let (made, wrong) = reader.await.unwrap();
+        assert!(made >= 2, "{read:?}: {made} reads");
+        if !wrong.is_empty() {
+            missed.push(format!("{read:?}: {} of {made} reads missed records: {wrong:#?}", wrong.len()));
+        }
+    }
+    assert!(missed.is_empty(), "{missed:#?}");
+    assert_eq!(records(nodes.server("n1")).await[MOVED as usize], 0, "the old owner's stale copy is emptied");
 }
 
 /// `count` keys of partition [`MOVED`], each written once through n2.
