@@ -182,9 +182,8 @@ impl Tx {
     }
 }
 
-/// Where a transaction's record is in the commit log, `(lsn, end)`, and whether the transaction
-/// noted `end` in the partition's `meta`.
-type Logged = (u64, u64, bool);
+/// Where a transaction's record is in the commit log: `(lsn, end)`.
+type Logged = (u64, u64);
 
 /// A group's transaction, run up to its `COMMIT` ([`PartitionWriter::prepare`]), waiting for
 /// the round's flush of the commit log ([`PartitionWriter::complete`]).
@@ -257,9 +256,9 @@ impl PartitionWriter {
         let (lsn, end) = log.append(&body).map_err(|e| (e, None))?;
         tx.noted = self.note_due(tx);
         if tx.noted {
-            sql::write_meta(&self.conn, tx.next_id, tx.records, Some(end)).map_err(|e| (e, Some((lsn, end, true))))?;
+            sql::write_meta(&self.conn, tx.next_id, tx.records, Some(end)).map_err(|e| (e, Some((lsn, end))))?;
         }
-        Ok(Some((lsn, end, tx.noted)))
+        Ok(Some((lsn, end)))
     }
 
     /// Whether `tx` must write the counters to `meta`: it changed them, and it deleted a record
@@ -303,7 +302,7 @@ impl PartitionWriter {
                 },
             },
         };
-        if let (Err(_), Some((lsn, _, _)), Some(log), Ok(())) = (&outcome, logged, log, flushed) {
+        if let (Err(_), Some((lsn, _)), Some(log), Ok(())) = (&outcome, logged, log, flushed) {
             // Logged and durable, but not committed: replay must not apply it.
             if let Err(err) = log.cancel(self.partition.id, lsn) {
                 self.partition.poison(format!("could not cancel a failed commit in the commit log: {err}"));
@@ -312,7 +311,7 @@ impl PartitionWriter {
         metrics.record_commit(reqs.len(), started.elapsed());
         match outcome {
             Ok((results, tx)) => {
-                let noted = logged.filter(|(_, _, noted)| *noted).map(|(_, end, _)| end);
+                let noted = logged.filter(|_| tx.noted).map(|(_, end)| end);
                 self.finish(&tx, results.iter().map(Vec::len).sum(), noted);
                 for (req, result) in reqs.into_iter().zip(results) {
                     let _ = req.reply.send(Ok(result));
@@ -641,7 +640,7 @@ impl WriterThread {
             .into_iter()
             .map(|(partition, reqs)| (partition, self.writer(partition).prepare(reqs, tx_mode, log.as_deref())))
             .collect();
-        let flushed = match (&log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end, _)| end)).max()) {
+        let flushed = match (&log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end)| end)).max()) {
             (Some(log), Some(end)) => log.wait_durable(end),
             _ => Ok(()),
         };
