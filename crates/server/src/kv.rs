@@ -19,14 +19,16 @@ use crate::{
 /// Serves one `/kv/{key}` request (the method is already known to be allowed).
 pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, ApiError> {
     let (head, body) = req.into_parts();
+    let key = parse_key(kv_key(head.uri.path()))?;
     match head.method {
-        Method::PUT => put(state, parse_key(kv_key(head.uri.path()))?, &head, body).await,
-        Method::DELETE => delete(state, parse_key(kv_key(head.uri.path()))?, &head).await,
-        _ => get(state, &head).await,
+        Method::PUT => put(state, key, &head, body).await,
+        Method::DELETE => delete(state, key, &head).await,
+        _ => read(state, key, &head).await,
     }
 }
 
-/// Serves a GET or HEAD of `/kv/{key}` (its body, if any, is not read).
+/// Serves a GET or HEAD of `/kv/{key}` from its head alone (a cluster node's read, which may
+/// run again: `cluster::route::read`).
 pub async fn get(state: &State, head: &Parts) -> Result<Response, ApiError> {
     read(state, parse_key(kv_key(head.uri.path()))?, head).await
 }

@@ -60,16 +60,12 @@ pub fn recover(
     log: PartitionLog<'_>,
 ) -> Result<Recovered> {
     let mut applied = sql::log_applied(conn)?;
-    let (held_next_id, _) = sql::read_meta(conn)?;
-    let lost = log.base.is_some_and(|base| applied < base.applied || held_next_id < base.next_id);
-    if lost {
-        let base = log.base.unwrap_or_default();
-        let detail = format!(
-            "partition {id}'s database has applied the commit log up to position {applied} (next record id \
-             {held_next_id}), but it was durable up to {} (next record id {}): the commits in between were lost \
-             with its write-ahead log",
-            base.applied, base.next_id
-        );
+    let loss = match log.base {
+        Some(base) => loss(conn, id, applied, base)?,
+        None => None,
+    };
+    let lost = loss.is_some();
+    if let Some(detail) = loss {
         if !config.accept_wal_loss {
             return Err(Error::WalMissing { path: layout.wal(id), detail });
         }
@@ -96,6 +92,22 @@ pub fn recover(
         IndexMode::Sqlite | IndexMode::None => None,
     };
     Ok(Recovered { next_id, records, index, applied, lost })
+}
+
+/// What partition `id`'s database lost, if it is older than the log's `base` for it: a noted
+/// position before the base's, or a next id short of it (inserts since the last note show only
+/// in the rows); `applied`: its noted position.
+fn loss(conn: &Connection, id: u32, applied: u64, base: Durable) -> Result<Option<String>> {
+    let (held_next_id, _) = sql::read_meta(conn)?;
+    let older = applied < base.applied || held_next_id < base.next_id;
+    Ok(older.then(|| {
+        format!(
+            "partition {id}'s database has applied the commit log up to position {applied} (next record id \
+             {held_next_id}), but it was durable up to {} (next record id {}): the commits in between were lost \
+             with its write-ahead log",
+            base.applied, base.next_id
+        )
+    }))
 }
 
 /// Opens the index file and brings it up to date with SQLite, or rebuilds it when it is
