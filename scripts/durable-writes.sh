@@ -5,7 +5,8 @@
 # DURATION each) sends PUTs of new keys (inserts), PUTs of existing keys (updates) and POST
 # /batch of BATCH puts over random existing keys (each touching ~BATCH partitions); /metrics is
 # read before and after each run: acknowledged writes, flushes (commit log fdatasyncs, or WAL
-# fsyncs of each partition's commit without it) and server CPU, per write.
+# fsyncs of each partition's commit without it) and server CPU, per write, and the mean time of
+# one commit-log flush (its write and fdatasync).
 #
 # Configurations: `full` (the default: synchronous=full through the shared commit log),
 # `full, no log` (--commit-log false: every partition's commit fsyncs its own WAL) and `normal`
@@ -34,28 +35,30 @@ metric() {  # name: its value in the last scrape
 
 scrape() {
   curl -sf http://127.0.0.1:$port/metrics >"$work/metrics"
-  echo "$(metric shardlite_flushes_total) $(metric process_cpu_seconds_total)"
+  echo "$(metric shardlite_flushes_total) $(metric process_cpu_seconds_total) $(metric shardlite_log_flush_seconds_total)"
 }
 
 run() {  # label per-request-writes wrk-args...
   local label=$1 per=$2
   shift 2
-  read -r f0 c0 < <(scrape)
+  read -r f0 c0 s0 < <(scrape)
   local out
   out=$(wrk -t2 -c"$conns" -d"${secs}s" --latency "$@" http://127.0.0.1:$port)
-  read -r f1 c1 < <(scrape)
+  read -r f1 c1 s1 < <(scrape)
   local n rate p50 p99 errs
   n=$(awk '/requests in/{print $1}' <<<"$out")
   rate=$(awk '/Requests\/sec/{print $2}' <<<"$out")
   p50=$(awk '$1=="50%"{print $2}' <<<"$out")
   p99=$(awk '$1=="99%"{print $2}' <<<"$out")
   errs=$(awk '/Non-2xx|Socket errors/{print}' <<<"$out" | tr -s ' ' | tr '\n' ' ')
-  python3 - "$label" "$n" "$rate" "$per" "$p50" "$p99" "$f0" "$f1" "$c0" "$c1" "${errs:-0 errors}" <<'PY'
+  python3 - "$label" "$n" "$rate" "$per" "$p50" "$p99" "$f0" "$f1" "$c0" "$c1" "${s0:-0}" "${s1:-0}" "${errs:-0 errors}" <<'PY'
 import sys
-label, n, rate, per, p50, p99, f0, f1, c0, c1, errs = sys.argv[1:]
+label, n, rate, per, p50, p99, f0, f1, c0, c1, s0, s1, errs = sys.argv[1:]
 writes = int(n) * int(per)
+flushes = float(f1) - float(f0)
+mean_flush = f"{1e3 * (float(s1) - float(s0)) / flushes:5.2f} ms" if flushes and float(s1) > float(s0) else "    -   "
 print(f"  {label:8} {float(rate) * int(per):9.0f} writes/s  p50 {p50:>8}  p99 {p99:>8}  "
-      f"flushes/write {(float(f1) - float(f0)) / writes:6.3f}  server CPU/write {1e6 * (float(c1) - float(c0)) / writes:6.1f} us  {errs}")
+      f"flushes/write {flushes / writes:6.3f}  mean flush {mean_flush}  server CPU/write {1e6 * (float(c1) - float(c0)) / writes:6.1f} us  {errs}")
 PY
 }
 
