@@ -100,6 +100,24 @@ fn a_backup_under_writes_restores_every_acknowledged_record_and_passes_check() {
 }
 
 #[test]
+fn a_backup_of_merged_indexes_copies_them_as_they_are_and_restores_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (store, expected) = loaded(&data, 2000);
+    // Every entry in the index files, no tombstone left: each file alone is its snapshot's index.
+    store.merge_indexes().unwrap();
+    let to = dir.path().join("backup");
+    store.backup(&to, &BackupOptions::default(), &Progress::default()).unwrap();
+    drop(store);
+    for p in 0..4 {
+        let (source, copy) = (Layout::new(&data).index(p), Layout::new(&to).index(p));
+        assert_eq!(std::fs::read(copy).unwrap(), std::fs::read(source).unwrap(), "partition {p}'s index file");
+    }
+    let store = restored(&to, &dir.path().join("restored"), &expected);
+    assert!(store.stats().partitions.iter().all(|p| p.index_recent_entries == 0));
+}
+
+#[test]
 fn a_reader_holding_old_wal_frames_makes_the_backup_read_through_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -120,14 +138,21 @@ fn a_reader_holding_old_wal_frames_makes_the_backup_read_through_sqlite() {
     let to = dir.path().join("backup");
     store.backup(&to, &BackupOptions { max_rate: Some(64 << 20) }, &Progress::default()).unwrap();
     drop((readers, store));
-    let restored = dir.path().join("restored");
-    restore(&to, &restored, &Progress::default()).unwrap();
-    let store = Store::open(&restored, config()).unwrap();
-    for (i, (counter, value)) in &expected {
+    restored(&to, &dir.path().join("restored"), &expected);
+}
+
+/// Restores the backup `from` into `to`, which then holds every record of `expected` and
+/// passes its checks; opened.
+fn restored(from: &std::path::Path, to: &std::path::Path, expected: &HashMap<u32, (u64, Vec<u8>)>) -> Store {
+    restore(from, to, &Progress::default()).unwrap();
+    let store = Store::open(to, config()).unwrap();
+    for (i, (counter, value)) in expected {
         let record = store.get(&key(*i)).unwrap().unwrap_or_else(|| panic!("key {i} lost"));
         assert_eq!((record.version.counter, &record.value), (*counter, value));
     }
-    assert!(store.check().unwrap().iter().all(|c| c.is_ok()));
+    let checks = store.check().unwrap();
+    assert!(checks.iter().all(|c| c.is_ok()), "{checks:?}");
+    store
 }
 
 #[test]

@@ -1,13 +1,14 @@
 //! Copying one partition's snapshot into a backup directory: its database as a file when the
 //! file alone is the snapshot (the usual case, at the disk's sequential speed, checksummed on
 //! the way), else through SQLite's online backup API; either step by step at the backup's
-//! pace; and its index file, merged so that it covers exactly the snapshot's records.
+//! pace; and its index file, merged so that it covers exactly the snapshot's records (copied
+//! as a file when it alone covers them).
 
-use std::{collections::HashSet, fs::File, io::Write, path::Path, time::Duration};
+use std::{collections::HashSet, fs::File, io::Write, path::Path, sync::mpsc, time::Duration};
 
 use rusqlite::backup::{Backup, StepResult};
 
-use super::{read_chunks, FileEntry, Pacer, Progress};
+use super::{read_chunks_of, FileEntry, Pacer, Progress};
 use crate::{
     index::{self, entry},
     keyhash::KeyHasher,
@@ -27,25 +28,41 @@ const SYNC_EVERY: u64 = 64 << 20;
 /// Copies the snapshot's database into `path` (a new file), synced; its entry for the manifest.
 pub(crate) fn database(snap: &Snapshot, path: &Path, pacer: &mut Pacer, progress: &Progress) -> Result<FileEntry> {
     match snap.file_is_snapshot {
-        true => copy_file(&snap.db_path, path, pacer, progress),
+        true => {
+            let file = File::open(&snap.db_path).map_err(|e| Error::io(&snap.db_path, &e))?;
+            copy_file(&file, &snap.db_path, path, pacer, progress)
+        }
         false => through_backup_api(snap, path, pacer, progress),
     }
 }
 
-/// Copies the file `from` (unchanging meanwhile) into `to`, computing its crc32c on the way.
-fn copy_file(from: &Path, to: &Path, pacer: &mut Pacer, progress: &Progress) -> Result<FileEntry> {
+/// Copies the file `from` (open at `from_path`, unchanging meanwhile) into `to`, computing its
+/// crc32c on the way. Every [`SYNC_EVERY`] bytes written, a thread of its own syncs the file while the copy goes
+/// on reading (the disk reads and writes at once, as it does under `dd`); a sync is asked for
+/// only once the one before it finished, so at most twice [`SYNC_EVERY`] bytes are dirty. The
+/// last sync, after the last byte, is the copy's own.
+fn copy_file(from: &File, from_path: &Path, to: &Path, pacer: &mut Pacer, progress: &Progress) -> Result<FileEntry> {
     let mut output = File::create(to).map_err(|e| Error::io(to, &e))?;
-    let mut written = 0u64;
-    let (bytes, crc) = read_chunks(from, |chunk| {
-        progress.go_on()?;
-        output.write_all(chunk).map_err(|e| Error::io(to, &e))?;
-        written += chunk.len() as u64;
-        if written % SYNC_EVERY < chunk.len() as u64 {
-            output.sync_data().map_err(|e| Error::io(to, &e))?;
-        }
-        progress.wrote(chunk.len() as u64);
-        pacer.wrote(chunk.len() as u64);
-        Ok(())
+    let behind = output.try_clone().map_err(|e| Error::io(to, &e))?;
+    let (bytes, crc) = std::thread::scope(|s| {
+        let (ask, asked) = mpsc::sync_channel::<()>(0);
+        let syncer = s.spawn(move || asked.iter().try_for_each(|()| behind.sync_data()));
+        let mut written = 0u64;
+        let copied = read_chunks_of(from, from_path, |chunk| {
+            progress.go_on()?;
+            output.write_all(chunk).map_err(|e| Error::io(to, &e))?;
+            written += chunk.len() as u64;
+            // Waits while the sync before is under way; fails once a sync failed (said below).
+            if written % SYNC_EVERY < chunk.len() as u64 && ask.send(()).is_err() {
+                return Err(Error::Backup(format!("{}: syncing it failed", to.display())));
+            }
+            progress.wrote(chunk.len() as u64);
+            pacer.wrote(chunk.len() as u64);
+            Ok(())
+        });
+        drop(ask);
+        let synced = syncer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        synced.map_err(|e| Error::io(to, &e)).and(copied)
     })?;
     output.sync_all().map_err(|e| Error::io(to, &e))?;
     let name = to.file_name().unwrap_or_default().to_string_lossy().into_owned();
@@ -87,16 +104,34 @@ fn through_backup_api(snap: &Snapshot, path: &Path, pacer: &mut Pacer, progress:
 
 /// Writes the snapshot's index file at `path`: the index file of the snapshot's moment, plus
 /// the snapshot's records above its watermark, less its tombstones, covering every id up to
-/// the last one assigned. `None` for a partition without the compact index.
-pub(crate) fn index(snap: &Snapshot, path: &Path, hasher: KeyHasher) -> Result<Option<FileEntry>> {
+/// the last one assigned; that file copied as it is when it alone is all that. `None` for a
+/// partition without the compact index.
+pub(crate) fn index(
+    snap: &Snapshot,
+    path: &Path,
+    hasher: KeyHasher,
+    pacer: &mut Pacer,
+    progress: &Progress,
+) -> Result<Option<FileEntry>> {
     let Some(file) = &snap.index_file else { return Ok(None) };
     let mut recent = Vec::new();
     sql::scan_keys(&snap.conn, file.header().watermark, |id, key| {
         recent.push(entry(hasher.locate(key).fingerprint, id));
     })?;
     let dead: HashSet<u32> = sql::tombstones(&snap.conn)?.0.into_iter().collect();
-    index::write_snapshot(path, file, recent, &dead, snap.next_id - 1)?;
-    file_entry(path).map(Some)
+    let last_id = snap.next_id - 1;
+    if let Some(open) =
+        file.open_file().filter(|_| recent.is_empty() && dead.is_empty() && file.header().watermark == last_id)
+    {
+        // Nothing to merge: a merge would write the same entries, read and rewritten one by
+        // one at a fraction of the disk's speed.
+        return copy_file(open, file.path(), path, pacer, progress).map(Some);
+    }
+    index::write_snapshot(path, file, recent, &dead, last_id)?;
+    let written = file_entry(path)?;
+    progress.wrote(written.bytes);
+    pacer.wrote(written.bytes);
+    Ok(Some(written))
 }
 
 fn file_entry(path: &Path) -> Result<FileEntry> {

@@ -21,7 +21,7 @@
 //! ```
 
 use std::{
-    io::Read,
+    os::unix::fs::FileExt,
     path::{Path, PathBuf},
 };
 
@@ -163,15 +163,27 @@ fn checksum(path: &Path) -> Result<(u64, u32)> {
 
 /// Reads the file `path` from start to end, handing each chunk (4 MiB at most) to `each`;
 /// returns its length and crc32c.
-pub(crate) fn read_chunks(path: &Path, mut each: impl FnMut(&[u8]) -> Result<()>) -> Result<(u64, u32)> {
-    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
+pub(crate) fn read_chunks(path: &Path, each: impl FnMut(&[u8]) -> Result<()>) -> Result<(u64, u32)> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
+    read_chunks_of(&file, path, each)
+}
+
+/// As [`read_chunks`], of the file `file` open at `path`, read by position (its offset, which
+/// its clones share, is left alone).
+pub(crate) fn read_chunks_of(
+    file: &std::fs::File,
+    path: &Path,
+    mut each: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<(u64, u32)> {
     let mut buf = vec![0u8; CHUNK];
     let (mut bytes, mut crc) = (0u64, 0u32);
     loop {
-        let n = file.read(&mut buf).map_err(|e| Error::io(path, &e))?;
-        if n == 0 {
-            return Ok((bytes, crc));
-        }
+        let n = match file.read_at(&mut buf, bytes) {
+            Ok(0) => return Ok((bytes, crc)),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(path, &e)),
+        };
         crc = crc32c::crc32c_append(crc, &buf[..n]);
         bytes += n as u64;
         each(&buf[..n])?;

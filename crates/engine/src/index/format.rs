@@ -424,6 +424,12 @@ impl MainIndex {
         &self.path
     }
 
+    /// The file as it was opened (`None` for an empty index without one): it never changes
+    /// (a merge writes a new file), so it may be read whole at any time.
+    pub fn open_file(&self) -> Option<&File> {
+        self.file.as_ref()
+    }
+
     /// Bytes the file takes on disk.
     pub fn file_bytes(&self) -> u64 {
         if self.file.is_some() {

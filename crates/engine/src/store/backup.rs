@@ -99,11 +99,7 @@ impl Store {
         let snap = self.shared.control(p, |reply| Job::Snapshot { partition: p, conn, reply })??;
         progress.stalled(snap.stalled);
         let mut files = vec![backup::database(&snap, &target.db(p), pacer, progress)?];
-        if let Some(index) = backup::index(&snap, &target.index(p), self.shared.hasher)? {
-            progress.wrote(index.bytes);
-            pacer.wrote(index.bytes);
-            files.push(index);
-        }
+        files.extend(backup::index(&snap, &target.index(p), self.shared.hasher, pacer, progress)?);
         Ok(PartitionEntry { partition: p, records: snap.records, next_id: snap.next_id, files })
     }
 }
