@@ -37,13 +37,16 @@ pub(crate) fn database(snap: &Snapshot, path: &Path, pacer: &mut Pacer, progress
 }
 
 /// Copies the file `from` (open at `from_path`, unchanging meanwhile) into `to`, computing its
-/// crc32c on the way. Every [`SYNC_EVERY`] bytes written, a thread of its own syncs the file while the copy goes
-/// on reading (the disk reads and writes at once, as it does under `dd`); a sync is asked for
-/// only once the one before it finished, so at most twice [`SYNC_EVERY`] bytes are dirty. The
-/// last sync, after the last byte, is the copy's own.
+/// crc32c on the way. Every [`SYNC_EVERY`] bytes written, a thread of its own syncs the file
+/// while the copy goes on reading (the disk reads and writes at once, as it does under `dd`); a
+/// sync is asked for only once the one before it finished, so at most twice [`SYNC_EVERY`]
+/// bytes are dirty. While the backup yields to durable writes the copy syncs in its own loop
+/// instead: when the pacer pauses it to time the commit log's flushes alone, no sync of the
+/// backup's may still be running. The last sync, after the last byte, is the copy's own.
 fn copy_file(from: &File, from_path: &Path, to: &Path, pacer: &mut Pacer, progress: &Progress) -> Result<FileEntry> {
     let mut output = File::create(to).map_err(|e| Error::io(to, &e))?;
     let behind = output.try_clone().map_err(|e| Error::io(to, &e))?;
+    let in_loop = pacer.yields();
     let (bytes, crc) = std::thread::scope(|s| {
         let (ask, asked) = mpsc::sync_channel::<()>(0);
         let syncer = s.spawn(move || asked.iter().try_for_each(|()| behind.sync_data()));
@@ -52,9 +55,13 @@ fn copy_file(from: &File, from_path: &Path, to: &Path, pacer: &mut Pacer, progre
             progress.go_on()?;
             output.write_all(chunk).map_err(|e| Error::io(to, &e))?;
             written += chunk.len() as u64;
-            // Waits while the sync before is under way; fails once a sync failed (said below).
-            if written % SYNC_EVERY < chunk.len() as u64 && ask.send(()).is_err() {
-                return Err(Error::Backup(format!("{}: syncing it failed", to.display())));
+            if written % SYNC_EVERY < chunk.len() as u64 {
+                if in_loop {
+                    output.sync_data().map_err(|e| Error::io(to, &e))?;
+                } else if ask.send(()).is_err() {
+                    // Waits while the sync before is under way; fails once a sync failed (said below).
+                    return Err(Error::Backup(format!("{}: syncing it failed", to.display())));
+                }
             }
             progress.wrote(chunk.len() as u64);
             pacer.wrote(chunk.len() as u64);

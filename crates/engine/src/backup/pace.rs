@@ -52,6 +52,11 @@ impl Pacer {
         Self { rate: rate.filter(|r| *r > 0), started: Instant::now(), bytes: 0, yielding }
     }
 
+    /// Whether the backup yields to a commit log's flushes (and so pauses to time them alone).
+    pub(crate) fn yields(&self) -> bool {
+        self.yielding.is_some()
+    }
+
     /// `bytes` more were written: waits until they are due, and as long as durable writes
     /// need the disk more.
     pub(crate) fn wrote(&mut self, bytes: u64) {
