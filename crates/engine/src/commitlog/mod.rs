@@ -322,18 +322,29 @@ impl CommitLog {
             self.flushes.fetch_add(1, Ordering::Relaxed);
             st = self.lock();
             st.flushing = false;
-            match written {
-                Ok(()) => st.durable = target,
+            let done = match written {
+                Ok(()) => {
+                    st.durable = target;
+                    Ok(())
+                }
                 Err(why) => {
                     tracing::error!(%why, "the commit log failed: writes are refused until a restart");
+                    let err = failed(&st.segment.path, &why);
                     st.failed = Some(why);
-                    self.flushed[((number + 1) % 2) as usize].notify_all();
+                    Err(err)
                 }
-            }
+            };
+            let more = st.end > st.durable;
+            // Woken after the lock is let go, the waiters do not wake only to sleep on it.
+            drop(st);
             self.flushed[(number % 2) as usize].notify_all();
-            if st.end > st.durable {
-                self.flushed[((number + 1) % 2) as usize].notify_one();
+            let next = &self.flushed[((number + 1) % 2) as usize];
+            match (&done, more) {
+                (Err(_), _) => next.notify_all(),
+                (Ok(()), true) => next.notify_one(),
+                (Ok(()), false) => {}
             }
+            return done;
         }
     }
 
