@@ -6,7 +6,9 @@
 # /batch of BATCH puts over random existing keys (each touching ~BATCH partitions); /metrics is
 # read before and after each run: acknowledged writes, flushes (commit log fdatasyncs, or WAL
 # fsyncs of each partition's commit without it) and server CPU, per write, and the mean time of
-# one commit-log flush (its write and fdatasync).
+# one commit-log flush (its write and fdatasync). A second line splits the server's CPU and its
+# threads' sleeps (voluntary context switches) per write by thread name (writer threads, HTTP
+# workers, ...), from /proc/PID/task before and after the run.
 #
 # Configurations: `full` (the default: synchronous=full through the shared commit log),
 # `full, no log` (--commit-log false: every partition's commit fsyncs its own WAL) and `normal`
@@ -33,6 +35,12 @@ metric() {  # name: its value in the last scrape
   awk -v m="$1" '$1 == m {print $2}' "$work/metrics"
 }
 
+threads() {  # per thread: name, voluntary context switches, CPU ticks (user + system)
+  for t in /proc/"$server"/task/*; do
+    echo "$(tr -d ' ' <"$t/comm") $(awk '/^voluntary_ctxt/{print $2}' "$t/status") $(awk '{print $14 + $15}' "$t/stat")"
+  done 2>/dev/null || true
+}
+
 scrape() {
   curl -sf http://127.0.0.1:$port/metrics >"$work/metrics"
   echo "$(metric shardlite_flushes_total) $(metric process_cpu_seconds_total) $(metric shardlite_log_flush_seconds_total)"
@@ -42,23 +50,41 @@ run() {  # label per-request-writes wrk-args...
   local label=$1 per=$2
   shift 2
   read -r f0 c0 s0 < <(scrape)
+  threads >"$work/threads0"
   local out
   out=$(wrk -t2 -c"$conns" -d"${secs}s" --latency "$@" http://127.0.0.1:$port)
   read -r f1 c1 s1 < <(scrape)
+  threads >"$work/threads1"
   local n rate p50 p99 errs
   n=$(awk '/requests in/{print $1}' <<<"$out")
   rate=$(awk '/Requests\/sec/{print $2}' <<<"$out")
   p50=$(awk '$1=="50%"{print $2}' <<<"$out")
   p99=$(awk '$1=="99%"{print $2}' <<<"$out")
   errs=$(awk '/Non-2xx|Socket errors/{print}' <<<"$out" | tr -s ' ' | tr '\n' ' ')
-  python3 - "$label" "$n" "$rate" "$per" "$p50" "$p99" "$f0" "$f1" "$c0" "$c1" "${s0:-0}" "${s1:-0}" "${errs:-0 errors}" <<'PY'
-import sys
-label, n, rate, per, p50, p99, f0, f1, c0, c1, s0, s1, errs = sys.argv[1:]
+  python3 - "$label" "$n" "$rate" "$per" "$p50" "$p99" "$f0" "$f1" "$c0" "$c1" "${s0:-0}" "${s1:-0}" "${errs:-0 errors}" \
+    "$work/threads0" "$work/threads1" "$(getconf CLK_TCK)" <<'PY'
+import collections, re, sys
+label, n, rate, per, p50, p99, f0, f1, c0, c1, s0, s1, errs, t0, t1, tck = sys.argv[1:]
 writes = int(n) * int(per)
 flushes = float(f1) - float(f0)
 mean_flush = f"{1e3 * (float(s1) - float(s0)) / flushes:5.2f} ms" if flushes and float(s1) > float(s0) else "    -   "
 print(f"  {label:8} {float(rate) * int(per):9.0f} writes/s  p50 {p50:>8}  p99 {p99:>8}  "
       f"flushes/write {flushes / writes:6.3f}  mean flush {mean_flush}  server CPU/write {1e6 * (float(c1) - float(c0)) / writes:6.1f} us  {errs}")
+def load(path):  # thread name without its number -> [sleeps, ticks], summed
+    groups = collections.defaultdict(lambda: [0, 0])
+    for line in open(path):
+        name, sleeps, ticks = line.split()
+        group = groups[re.sub(r"[-0-9]+$", "", name)]
+        group[0] += int(sleeps)
+        group[1] += int(ticks)
+    return groups
+before, after = load(t0), load(t1)
+parts = []
+for name, (sleeps, ticks) in sorted(after.items(), key=lambda kv: -kv[1][1]):
+    cpu = 1e6 * (ticks - before[name][1]) / int(tck) / writes
+    if cpu >= 1:
+        parts.append(f"{name} {cpu:.1f} us, {(sleeps - before[name][0]) / writes:.2f} sleeps")
+print(f"  {'':8} per write by thread: " + "; ".join(parts))
 PY
 }
 
