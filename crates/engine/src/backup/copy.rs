@@ -121,19 +121,18 @@ pub(crate) fn index(
     progress: &Progress,
 ) -> Result<Option<FileEntry>> {
     let Some(file) = &snap.index_file else { return Ok(None) };
+    let last_id = snap.next_id - 1;
+    let dead: HashSet<u32> = sql::tombstones(&snap.conn)?.0.into_iter().collect();
+    if let Some(open) = file.open_file().filter(|_| dead.is_empty() && file.header().watermark == last_id) {
+        // The file covers every id assigned (so no record is above its watermark) and none is
+        // dead: a merge would write the same entries, read and rewritten one by one at a
+        // fraction of the disk's speed.
+        return copy_file(open, file.path(), path, pacer, progress).map(Some);
+    }
     let mut recent = Vec::new();
     sql::scan_keys(&snap.conn, file.header().watermark, |id, key| {
         recent.push(entry(hasher.locate(key).fingerprint, id));
     })?;
-    let dead: HashSet<u32> = sql::tombstones(&snap.conn)?.0.into_iter().collect();
-    let last_id = snap.next_id - 1;
-    if let Some(open) =
-        file.open_file().filter(|_| recent.is_empty() && dead.is_empty() && file.header().watermark == last_id)
-    {
-        // Nothing to merge: a merge would write the same entries, read and rewritten one by
-        // one at a fraction of the disk's speed.
-        return copy_file(open, file.path(), path, pacer, progress).map(Some);
-    }
     index::write_snapshot(path, file, recent, &dead, last_id)?;
     let written = file_entry(path)?;
     progress.wrote(written.bytes);

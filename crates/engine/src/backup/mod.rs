@@ -5,8 +5,9 @@
 //! `max_rate` and yielding to durable writes ([`pace`]) (read from a read transaction, so the
 //! writer goes on committing), and an index file that covers exactly the records of that snapshot
 //! (the index file of the same moment merged with the records above its watermark, or copied
-//! as it is when there are none and no tombstones), so a restore rebuilds nothing. Every write acknowledged before the backup started is in it; each partition
-//! also holds what was committed to it until its own snapshot. Then the directory's manifest and,
+//! as it is when there are none and no tombstones), so a restore rebuilds nothing. Every write
+//! acknowledged before the backup started is in it; each partition also holds what was
+//! committed to it until its own snapshot. Then the directory's manifest and,
 //! last, the backup's own manifest ([`BackupManifest`]: versioned and checksummed; per partition
 //! its records, `next_id` and each file's size and crc32c). All of it is written into
 //! `.NAME.partial` beside the destination, fsynced, and renamed into place: a directory named like

@@ -339,10 +339,10 @@ impl CommitLog {
             drop(st);
             self.flushed[(number % 2) as usize].notify_all();
             let next = &self.flushed[((number + 1) % 2) as usize];
-            match (&done, more) {
-                (Err(_), _) => next.notify_all(),
-                (Ok(()), true) => next.notify_one(),
-                (Ok(()), false) => {}
+            if done.is_err() {
+                next.notify_all();
+            } else if more {
+                next.notify_one();
             }
             return done;
         }
