@@ -61,6 +61,8 @@ impl ReadPool {
                 drop(slots);
                 return sql::open_reader(&self.path, &self.config).inspect_err(|_| {
                     self.slots.lock().unwrap_or_else(|p| p.into_inner()).open -= 1;
+                    // A caller waiting for a connection may open the one this could not.
+                    self.returned.notify_one();
                 });
             }
             slots = self.returned.wait(slots).unwrap_or_else(|p| p.into_inner());
@@ -97,5 +99,35 @@ impl Drop for Lent<'_> {
         if let Some(conn) = self.conn.take() {
             self.pool.give_back(conn);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{sync::mpsc, thread, time::Duration};
+
+    use super::*;
+
+    /// A connection that cannot be opened gives its place back to the callers waiting for one:
+    /// each of them then gets an error of its own, none waits for a connection that will never
+    /// be returned.
+    #[test]
+    fn a_failed_open_wakes_a_caller_waiting_for_a_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config { readers_per_partition: 1, ..Config::default() };
+        let pool = std::sync::Arc::new(ReadPool::new(dir.path().join("missing.db"), &config));
+        let (done, finished) = mpsc::channel();
+        for _ in 0..4 {
+            let (pool, done) = (std::sync::Arc::clone(&pool), done.clone());
+            thread::spawn(move || {
+                let failures = (0..2_000).filter(|_| pool.with(|_| Ok(())).is_err()).count();
+                let _ = done.send(failures);
+            });
+        }
+        for _ in 0..4 {
+            let failures = finished.recv_timeout(Duration::from_secs(60)).expect("a caller waits for ever");
+            assert_eq!(failures, 2_000, "a missing database opens for no one");
+        }
+        assert_eq!(pool.open_connections(), 0);
     }
 }
