@@ -104,9 +104,16 @@ impl Drop for Lent<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::{sync::mpsc, thread, time::Duration};
+    use std::{
+        sync::{mpsc, Arc},
+        thread,
+        time::Duration,
+    };
 
     use super::*;
+
+    const CALLERS: usize = 4;
+    const CALLS: usize = 2_000;
 
     /// A connection that cannot be opened gives its place back to the callers waiting for one:
     /// each of them then gets an error of its own, none waits for a connection that will never
@@ -115,18 +122,18 @@ mod tests {
     fn a_failed_open_wakes_a_caller_waiting_for_a_connection() {
         let dir = tempfile::tempdir().unwrap();
         let config = Config { readers_per_partition: 1, ..Config::default() };
-        let pool = std::sync::Arc::new(ReadPool::new(dir.path().join("missing.db"), &config));
+        let pool = Arc::new(ReadPool::new(dir.path().join("missing.db"), &config));
         let (done, finished) = mpsc::channel();
-        for _ in 0..4 {
-            let (pool, done) = (std::sync::Arc::clone(&pool), done.clone());
+        for _ in 0..CALLERS {
+            let (pool, done) = (Arc::clone(&pool), done.clone());
             thread::spawn(move || {
-                let failures = (0..2_000).filter(|_| pool.with(|_| Ok(())).is_err()).count();
+                let failures = (0..CALLS).filter(|_| pool.with(|_| Ok(())).is_err()).count();
                 let _ = done.send(failures);
             });
         }
-        for _ in 0..4 {
+        for _ in 0..CALLERS {
             let failures = finished.recv_timeout(Duration::from_secs(60)).expect("a caller waits for ever");
-            assert_eq!(failures, 2_000, "a missing database opens for no one");
+            assert_eq!(failures, CALLS, "a missing database opens for no one");
         }
         assert_eq!(pool.open_connections(), 0);
     }
