@@ -210,6 +210,14 @@ pub struct Config {
     // than cores on purpose.
     #[cfg_attr(feature = "cli", arg(long))]
     pub writer_threads: usize,
+    /// With the commit log: a single write runs on its caller's thread, not its writer
+    /// thread's, while fewer than this many are under way; 0: never.
+    // Saves the hand-overs to and from a writer thread and its sleep until the flush, which at
+    // a few connections cost more than the transaction (`partition::writer::inline`); under
+    // heavier load the writer threads' rounds share flushes better (docs/design.md, "Inline
+    // writes").
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub inline_writes_below: usize,
     /// Jobs each writer queue (and the lookup queue) holds before answering 503.
     #[cfg_attr(feature = "cli", arg(long))]
     pub queue_capacity: usize,
@@ -272,6 +280,7 @@ impl Default for Config {
             transaction: TxMode::Immediate,
             max_value: 1 << 20,
             writer_threads: 16,
+            inline_writes_below: 32,
             queue_capacity: 4096,
             max_batch: 1024,
             max_linger_us: 0,

@@ -15,6 +15,7 @@ const BUCKETS: usize = 13;
 #[derive(Debug, Default)]
 pub struct Metrics {
     commits: AtomicU64,
+    inline_commits: AtomicU64,
     requests: AtomicU64,
     commit_nanos: AtomicU64,
     batch_sizes: [AtomicU64; BUCKETS],
@@ -25,6 +26,9 @@ pub struct Metrics {
 pub struct MetricsSnapshot {
     /// Transactions committed (or attempted).
     pub commits: u64,
+    /// Of those, the ones their caller ran itself (inline writes).
+    #[serde(default)]
+    pub inline_commits: u64,
     /// Requests those transactions carried.
     pub requests: u64,
     /// Time spent in transactions, nanoseconds.
@@ -43,10 +47,16 @@ impl Metrics {
         self.batch_sizes[bucket.min(BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records that the last transaction recorded ran inline, on its caller's thread.
+    pub fn record_inline(&self) {
+        self.inline_commits.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
             commits: self.commits.load(Ordering::Relaxed),
+            inline_commits: self.inline_commits.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),
             commit_nanos: self.commit_nanos.load(Ordering::Relaxed),
             batch_sizes: self

@@ -39,7 +39,7 @@ pub type OpenedPartition<T> = (T, Durable, bool);
 
 /// Opens the directory of `layout` (whose `manifest` may get a new epoch) with `config`: each
 /// of the manifest's partitions through `open`, given what the log holds for it. With `use_log`, starts a commit
-/// log for `writers` writer threads.
+/// log with a hold for each of `writers` writer threads and each partition (its inline writes).
 pub fn open_directory<T>(
     layout: &Layout,
     config: &Config,
@@ -70,7 +70,7 @@ pub fn open_directory<T>(
     commitlog::finish_recovery(layout, &recovery, &durable, use_log)?;
     let log = if use_log {
         let start = durable.iter().map(|d| d.applied).fold(recovery.end, u64::max);
-        Some(CommitLog::start(layout, &recovery, start, config.log_segment_mib << 20, writers)?)
+        Some(CommitLog::start(layout, &recovery, start, config.log_segment_mib << 20, writers + partitions as usize)?)
     } else {
         None
     };

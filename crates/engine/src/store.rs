@@ -48,7 +48,9 @@ use crate::{
     partition::{
         check::PartitionCheck,
         compact::CompactReport,
-        writer::{self, Job, Maintenance, PartitionWriter, RequestResult, WriteRequest, WriterThread},
+        writer::{
+            self, Inline, Job, Load, Maintenance, PartitionWriter, RequestResult, Slot, WriteRequest, WriterThread,
+        },
         Partition,
     },
     Config, CreateOptions, Error, Result, MAX_KEY_LEN,
@@ -79,6 +81,10 @@ pub struct Store {
     log: Option<Arc<CommitLog>>,
     /// The directory's lock; released by `close` once every writer has closed its partitions.
     lock: Mutex<Option<DirLock>>,
+    /// What single writes need to run on their caller's thread (with the commit log).
+    inline: Option<Inline>,
+    /// The commit log's flusher thread, for inline writes.
+    flusher: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// What every thread serving requests shares: the partitions and the queues to their writers.
@@ -214,22 +220,27 @@ impl Store {
         let (maintenance_tx, maintenance_rx) = unbounded();
         let (checkpoint_tx, checkpoint_rx) = unbounded();
         let checkpoints = Checkpoints::new(checkpoint_tx);
-        let mut owned: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
+        let mut owned: Vec<Vec<u32>> = (0..threads).map(|_| Vec::new()).collect();
         let mut partitions = Vec::with_capacity(manifest.partitions as usize);
+        let mut slots = Vec::with_capacity(manifest.partitions as usize);
         for (p, (partition, writer)) in (0..).zip(parts) {
             partition.set_epoch(manifest.epoch);
             partitions.push(partition);
-            owned[writer::owner(p, threads)].push(writer);
+            slots.push(Slot::new(writer));
+            owned[writer::owner(p, threads)].push(p);
         }
+        let slots = Arc::new(slots);
         let lookups = LookupQueue::new(config.queue_capacity);
         let mut senders = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
-        for (number, writers) in owned.into_iter().enumerate() {
+        for (number, owned) in owned.into_iter().enumerate() {
             let (tx, rx) = bounded(config.queue_capacity);
             let thread = WriterThread {
                 number,
                 jobs: rx,
-                writers,
+                owned,
+                slots: Arc::clone(&slots),
+                out: Vec::new(),
                 maintenance: maintenance_tx.clone(),
                 metrics: Arc::clone(&metrics),
                 cache: cache.clone(),
@@ -256,6 +267,24 @@ impl Store {
             spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, work))?
         };
         lock.opened()?;
+        let inline = log.as_ref().filter(|_| config.inline_writes_below > 0).map(|log| Inline {
+            slots: Arc::clone(&slots),
+            log: Arc::clone(log),
+            metrics: Arc::clone(&metrics),
+            cache: cache.clone(),
+            checkpoints: checkpoints.clone(),
+            maintenance: maintenance_tx.clone(),
+            config: config.clone(),
+            threads,
+            load: Load::default(),
+        });
+        let flusher = match &inline {
+            Some(inline) => {
+                let log = Arc::clone(&inline.log);
+                Some(spawn("shardlite-flusher".into(), move || log.run_flusher())?)
+            }
+            None => None,
+        };
         let shared = Arc::new(Shared { hasher, partitions, cache, writers: RwLock::new(senders) });
         // `submit_get` found no cached record, or a writer asked for a warming read.
         let read = Arc::clone(&shared);
@@ -280,6 +309,8 @@ impl Store {
             metrics,
             log,
             lock: Mutex::new(Some(lock)),
+            inline,
+            flusher: Mutex::new(flusher),
         })
     }
 
@@ -338,9 +369,30 @@ impl Store {
     /// Queues one operation for its partition's writer. Fails at once with `Overloaded` if the
     /// queue is full, `Poisoned` if the partition refuses writes, or the input's error.
     pub fn submit(&self, op: Op) -> Result<Pending> {
-        self.validate(&op, op.key())?;
-        let at = self.shared.hasher.locate(op.key());
+        let at = self.locate(&op)?;
         self.enqueue(at.partition, vec![(op, at.fingerprint)])
+    }
+
+    /// Where a valid operation's key lies.
+    fn locate(&self, op: &Op) -> Result<KeyHash> {
+        self.validate(op, op.key())?;
+        Ok(self.shared.hasher.locate(op.key()))
+    }
+
+    /// Runs one operation and awaits its answer: on the calling thread when few writes are
+    /// under way and its partition's writer is free (inline writes, with the commit log), else
+    /// through the writer's queue as [`Store::submit`].
+    pub async fn write(&self, op: Op) -> Result<Outcome> {
+        let Some(inline) = &self.inline else { return self.submit(op)?.await };
+        let under_way = inline.enter();
+        if !under_way.may_inline {
+            return self.submit(op)?.await;
+        }
+        let at = self.locate(&op)?;
+        match inline.write(at.partition, vec![(op, at.fingerprint)]).await {
+            Ok(result) => single(result),
+            Err(ops) => self.enqueue(at.partition, ops)?.await,
+        }
     }
 
     /// Runs many operations: those of one partition commit in one transaction, in order.
@@ -526,8 +578,15 @@ impl Store {
         self.shared.writers.write().unwrap_or_else(|p| p.into_inner()).clear();
         let threads: Vec<_> = self.writer_threads.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
         let closing = !threads.is_empty();
-        // Each writer thread checkpoints its partitions and hands them back open.
+        // Each writer thread checkpoints its partitions and hands them back open (once the inline
+        // writes under way have put them back).
         let writers: Vec<PartitionWriter> = threads.into_iter().filter_map(|t| t.join().ok()).flatten().collect();
+        if let Some((inline, flusher)) =
+            self.inline.as_ref().zip(self.flusher.lock().unwrap_or_else(|p| p.into_inner()).take())
+        {
+            inline.log.stop_flusher();
+            let _ = flusher.join();
+        }
         if let Some(lock) = self.lock.lock().unwrap_or_else(|p| p.into_inner()).as_mut().filter(|_| closing) {
             if let Err(err) = lock.end_session() {
                 tracing::warn!(%err, "could not end the session; the next open will think it crashed");

@@ -197,7 +197,14 @@ fn encode_sqlite(figures: &SqliteFigures, enc: &mut DescriptorEncoder) -> Result
             memory.recent_index_bytes,
         ),
     ]);
-    metrics.push(Counter("shardlite_commits", "Transactions committed by the writers (group commits)", w.commits));
+    metrics.extend([
+        Counter("shardlite_commits", "Transactions committed by the writers (group commits)", w.commits),
+        Counter(
+            "shardlite_inline_commits",
+            "Of those, the single writes their caller ran itself (inline writes, with the commit log)",
+            w.inline_commits,
+        ),
+    ]);
     // What made acknowledged writes durable: with the commit log, its flushes (each one
     // fdatasync, whatever the number of partitions whose commits it covers); without it, with
     // synchronous=full, every commit's own sync of its partition's WAL (several in delete

@@ -116,7 +116,7 @@ impl Backend for SqliteBackend {
     }
 
     fn write(&self, op: Op) -> BoxFuture<'_, BackendResult<Outcome>> {
-        Box::pin(async move { Ok(self.store.submit(op)?.await?) })
+        Box::pin(async move { Ok(self.store.write(op).await?) })
     }
 
     fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, BackendResult<Vec<BackendResult<Outcome>>>> {

@@ -9,8 +9,11 @@
 //! log to be durable ([`CommitLog::wait_durable`]); only then does it `COMMIT` (making the
 //! writes visible to readers) and answer. Whoever waits first while no flush runs leads the next
 //! flush: it writes every record appended so far with one `pwrite` per segment and one
-//! `fdatasync`, then wakes the others. So writes are never visible before they are durable,
-//! and a round of commits over 100 partitions costs one flush of one file.
+//! `fdatasync`, then wakes the others. An inline write (`partition::writer::inline`) awaits
+//! its flush instead ([`CommitLog::durable`]), without blocking its thread: the flusher thread
+//! ([`CommitLog::run_flusher`]) runs the flushes such waiters need when no one else does. So
+//! writes are never visible before they are durable, and a round of commits over 100
+//! partitions costs one flush of one file.
 //!
 //! Each partition's database records how far into the log it has applied (`meta.log_applied`,
 //! written in the same transaction). Opening reads the log ([`Recovery::read`]) and each
@@ -49,6 +52,7 @@ use std::{
         atomic::{AtomicU64, Ordering},
         Arc, Condvar, Mutex, MutexGuard,
     },
+    task::{Context, Poll, Waker},
     time::Instant,
 };
 
@@ -111,6 +115,11 @@ struct State {
     flush_target: u64,
     /// Why the log refuses appends, once a write or sync of it failed.
     failed: Option<String>,
+    /// Who awaits [`CommitLog::durable`], with where each waits for: woken by the end of the
+    /// flush that covers it.
+    wakers: Vec<(u64, Waker)>,
+    /// The flusher thread has stopped, or is to.
+    stopping: bool,
 }
 
 /// The shared commit log of a running store.
@@ -130,8 +139,11 @@ pub struct CommitLog {
     /// wakes only the threads it covered (and one of those waiting for the next flush, to lead
     /// it), not every writer thread.
     flushed: [Condvar; 2],
-    /// Per writer thread: the lowest LSN it may have appended without committing yet
-    /// (`u64::MAX`: none). Segments are dropped only below all of them.
+    /// Where the flusher thread sleeps until someone awaits a flush.
+    flush_wanted: Condvar,
+    /// Per writer thread, then per partition (its inline writes): the lowest LSN it may have
+    /// appended without committing yet (`u64::MAX`: none). Segments are dropped only below all
+    /// of them.
     holds: Vec<AtomicU64>,
     flushes: AtomicU64,
     records: AtomicU64,
@@ -142,8 +154,9 @@ pub struct CommitLog {
 
 impl CommitLog {
     /// Starts a new log in `layout` after `recovery` (whose segments must be gone:
-    /// [`finish_recovery`]) at LSN `base`, for `writers` writer threads.
-    pub fn start(layout: &Layout, recovery: &Recovery, base: u64, segment_bytes: u64, writers: usize) -> Result<Self> {
+    /// [`finish_recovery`]) at LSN `base`, for `holders` holds: the writer threads', then the
+    /// partitions'.
+    pub fn start(layout: &Layout, recovery: &Recovery, base: u64, segment_bytes: u64, holders: usize) -> Result<Self> {
         let seq = recovery.next_seq;
         let spare = match File::options().read(true).write(true).open(layout.log_spare()) {
             Ok(file) => Segment::adopt(layout, file, seq, base, 0)?,
@@ -170,9 +183,12 @@ impl CommitLog {
                 flushes_begun: 0,
                 flush_target: base,
                 failed: None,
+                wakers: Vec::new(),
+                stopping: false,
             }),
+            flush_wanted: Condvar::new(),
             flushed: [Condvar::new(), Condvar::new()],
-            holds: (0..writers).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            holds: (0..holders).map(|_| AtomicU64::new(u64::MAX)).collect(),
             flushes: AtomicU64::new(0),
             records: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -190,16 +206,16 @@ impl CommitLog {
         self.lock().end
     }
 
-    /// Writer thread `writer` is about to append: segments at or after the log's end now are
-    /// kept until it [`CommitLog::release`]s.
-    pub fn hold(&self, writer: usize) {
+    /// Holder `holder` (a writer thread, or a partition's inline write) is about to append:
+    /// segments at or after the log's end now are kept until it [`CommitLog::release`]s.
+    pub fn hold(&self, holder: usize) {
         let end = self.lock().end;
-        self.holds[writer].store(end, Ordering::SeqCst);
+        self.holds[holder].store(end, Ordering::SeqCst);
     }
 
-    /// Writer thread `writer` has committed (or rolled back) everything it appended.
-    pub fn release(&self, writer: usize) {
-        self.holds[writer].store(u64::MAX, Ordering::SeqCst);
+    /// Holder `holder` has committed (or rolled back) everything it appended.
+    pub fn release(&self, holder: usize) {
+        self.holds[holder].store(u64::MAX, Ordering::SeqCst);
     }
 
     /// Appends a record; returns its LSN and the LSN just past it. Fails without appending
@@ -309,43 +325,92 @@ impl CommitLog {
                 st = self.flushed[(covering % 2) as usize].wait(st).unwrap_or_else(|p| p.into_inner());
                 continue;
             }
-            st.flushing = true;
-            let number = st.flushes_begun;
-            st.flushes_begun += 1;
-            let chunks = std::mem::take(&mut st.pending);
-            let target = st.end;
-            st.flush_target = target;
-            drop(st);
-            let started = Instant::now();
-            let written = write_and_sync(&chunks);
-            self.flush_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            self.flushes.fetch_add(1, Ordering::Relaxed);
-            st = self.lock();
-            st.flushing = false;
-            let done = match written {
-                Ok(()) => {
-                    st.durable = target;
-                    Ok(())
-                }
-                Err(why) => {
-                    tracing::error!(%why, "the commit log failed: writes are refused until a restart");
-                    let err = failed(&st.segment.path, &why);
-                    st.failed = Some(why);
-                    Err(err)
-                }
-            };
-            let more = st.end > st.durable;
-            // Woken after the lock is let go, the waiters do not wake only to sleep on it.
-            drop(st);
-            self.flushed[(number % 2) as usize].notify_all();
-            let next = &self.flushed[((number + 1) % 2) as usize];
-            if done.is_err() {
-                next.notify_all();
-            } else if more {
-                next.notify_one();
-            }
-            return done;
+            return self.lead(st);
         }
+    }
+
+    /// Waits, without blocking the caller's thread, until the log is durable past `end`: the
+    /// flusher thread ([`CommitLog::run_flusher`]) runs the flush if no one else does.
+    pub fn durable(&self, end: u64) -> Durability<'_> {
+        Durability { log: self, end }
+    }
+
+    /// The flusher thread's work, for those who await [`CommitLog::durable`]: flushes whenever
+    /// one of them waits and no one else flushes, again at once while records wait, until
+    /// [`CommitLog::stop_flusher`] (then they flush themselves).
+    pub fn run_flusher(&self) {
+        let mut st = self.lock();
+        loop {
+            if st.stopping {
+                return;
+            }
+            if !st.wakers.is_empty() && !st.flushing && st.failed.is_none() {
+                let _ = self.lead(st);
+                st = self.lock();
+                continue;
+            }
+            st = self.flush_wanted.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Stops the flusher thread.
+    pub fn stop_flusher(&self) {
+        self.lock().stopping = true;
+        self.flush_wanted.notify_all();
+    }
+
+    /// Runs one flush of everything appended so far (no flush runs: `st.flushing` is false),
+    /// then wakes whoever it covered and, if more waits, one waiter to lead the next.
+    fn lead<'a>(&'a self, mut st: MutexGuard<'a, State>) -> Result<()> {
+        st.flushing = true;
+        let number = st.flushes_begun;
+        st.flushes_begun += 1;
+        let chunks = std::mem::take(&mut st.pending);
+        let target = st.end;
+        st.flush_target = target;
+        drop(st);
+        let started = Instant::now();
+        let written = write_and_sync(&chunks);
+        self.flush_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        st = self.lock();
+        st.flushing = false;
+        let done = match written {
+            Ok(()) => {
+                st.durable = target;
+                Ok(())
+            }
+            Err(why) => {
+                tracing::error!(%why, "the commit log failed: writes are refused until a restart");
+                let err = failed(&st.segment.path, &why);
+                st.failed = Some(why);
+                Err(err)
+            }
+        };
+        let more = st.end > st.durable;
+        let durable = st.durable;
+        let (wakers, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut st.wakers).into_iter().partition(|(end, _)| *end <= durable || done.is_err());
+        st.wakers = later;
+        let awaited = !st.wakers.is_empty();
+        // Woken after the lock is let go, the waiters do not wake only to sleep on it.
+        drop(st);
+        for (_, waker) in wakers {
+            waker.wake();
+        }
+        if awaited {
+            // Those this flush did not cover need the next: the flusher runs it, unless it ran
+            // this one and goes on by itself.
+            self.flush_wanted.notify_one();
+        }
+        self.flushed[(number % 2) as usize].notify_all();
+        let next = &self.flushed[((number + 1) % 2) as usize];
+        if done.is_err() {
+            next.notify_all();
+        } else if more {
+            next.notify_one();
+        }
+        done
     }
 
     /// Records, durably, that the transaction of `partition` logged at `lsn` did not commit.
@@ -428,6 +493,36 @@ impl CommitLog {
     }
 }
 
+/// The log made durable past a position, awaited ([`CommitLog::durable`]).
+#[derive(Debug)]
+pub struct Durability<'a> {
+    log: &'a CommitLog,
+    end: u64,
+}
+
+impl std::future::Future for Durability<'_> {
+    type Output = Result<()>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let mut st = self.log.lock();
+        if st.durable >= self.end {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(why) = &st.failed {
+            return Poll::Ready(Err(failed(&st.segment.path, why)));
+        }
+        if !st.flushing && st.stopping {
+            return Poll::Ready(self.log.lead(st));
+        }
+        st.wakers.push((self.end, cx.waker().clone()));
+        if !st.flushing {
+            drop(st);
+            self.log.flush_wanted.notify_one();
+        }
+        Poll::Pending
+    }
+}
+
 fn failed(path: &Path, why: &str) -> Error {
     Error::Io { path: path.to_owned(), message: format!("the commit log failed earlier ({why}); restart to recover") }
 }
@@ -455,6 +550,8 @@ fn write_and_sync(chunks: &[Chunk]) -> std::result::Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn tx(partition: u32, id: u32) -> Body {
@@ -500,6 +597,58 @@ mod tests {
         assert_eq!(ids(&recovery, 1), (1..400).step_by(2).filter(|id| *id != 7).collect::<Vec<_>>());
         let lsns: Vec<u64> = recovery.txs[0].iter().map(|tx| tx.lsn).collect();
         assert!(lsns.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn awaited_flushes_are_run_by_the_flusher_beside_threads_that_flush_themselves() {
+        let dir = tempfile::tempdir().unwrap();
+        let (layout, log) = fresh(dir.path(), 1 << 20);
+        let log = Arc::new(log);
+        let flusher = {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || log.run_flusher())
+        };
+        // Two tasks await their records, two threads wait for theirs: both kinds of waiter
+        // share the flushes, and no waiter is left without one.
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+        let threads: Vec<_> = (0..2)
+            .map(|t| {
+                let log = Arc::clone(&log);
+                std::thread::spawn(move || {
+                    for id in (t..400).step_by(4) {
+                        let (_, end) = log.append(&tx(0, id)).unwrap();
+                        log.wait_durable(end).unwrap();
+                    }
+                })
+            })
+            .collect();
+        runtime.block_on(async {
+            let tasks: Vec<_> = (2..4)
+                .map(|t| {
+                    let log = Arc::clone(&log);
+                    tokio::spawn(async move {
+                        for id in (t..400).step_by(4) {
+                            let (_, end) = log.append(&tx(1, id)).unwrap();
+                            let wait = tokio::time::timeout(Duration::from_secs(60), log.durable(end));
+                            wait.await.expect("a waiter was left without a flush").unwrap();
+                            assert!(log.lock().durable >= end, "answered before its flush");
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        log.stop_flusher();
+        flusher.join().unwrap();
+        let flushes = log.stats().flushes;
+        assert!((1..=400).contains(&flushes), "{flushes} flushes");
+        let recovery = Recovery::read(&layout, 2).unwrap();
+        let mut ids: Vec<u32> = [ids(&recovery, 0), ids(&recovery, 1)].concat();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..400).collect::<Vec<_>>());
     }
 
     #[test]

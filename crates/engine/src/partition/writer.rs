@@ -1,7 +1,10 @@
 //! Writer threads and group commit.
 //!
-//! Each writer thread owns the read-write connections of a fixed set of partitions (partition
-//! `p` belongs to thread `p % writer_threads`) and one bounded queue of [`Job`]s. The thread
+//! Each writer thread serves a fixed set of partitions (partition `p` belongs to thread
+//! `p % writer_threads`) and one bounded queue of [`Job`]s. A partition's writer (its
+//! read-write connection and counters) lies in a [`Slot`]; the thread takes it out for a round
+//! or a control job and puts it back after, and between rounds a single write may take it and
+//! run inline on its caller's thread instead ([`inline`]). The thread
 //! blocks for the first job, drains whatever else is waiting (up to `max_batch`, optionally
 //! lingering `max_linger`): one round. For each partition touched it runs one transaction
 //! holding all of its requests up to its `COMMIT`, and with the commit log appends what each
@@ -19,11 +22,12 @@
 //! ```
 
 mod adopt;
+mod inline;
 
 use std::{
     collections::HashMap,
     panic::{catch_unwind, AssertUnwindSafe},
-    sync::{atomic::Ordering, Arc},
+    sync::{atomic::Ordering, Arc, Condvar, Mutex},
     time::Instant,
 };
 
@@ -31,6 +35,7 @@ use crossbeam_channel::{Receiver, Sender};
 use rusqlite::Connection;
 
 pub use adopt::Adopt;
+pub use inline::{Inline, Load};
 
 use super::{check, compact, recovery::rebuild_index, snapshot, sql, Partition, WriterStart};
 use crate::{
@@ -141,6 +146,42 @@ pub enum Maintenance {
     Merge(u32),
     /// Finish the merge under way and exit.
     Stop,
+}
+
+/// Where a partition's writer lies when no one is using it: its writer thread checks it out
+/// for a round, a caller for an inline write.
+pub struct Slot {
+    writer: Mutex<Option<PartitionWriter>>,
+    back: Condvar,
+}
+
+impl Slot {
+    /// A slot holding `writer`.
+    pub fn new(writer: PartitionWriter) -> Self {
+        Self { writer: Mutex::new(Some(writer)), back: Condvar::new() }
+    }
+
+    /// The writer, waiting until whoever has it puts it back.
+    fn take(&self) -> PartitionWriter {
+        let mut slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(writer) = slot.take() {
+                return writer;
+            }
+            slot = self.back.wait(slot).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// The writer if it is free now.
+    pub fn try_take(&self) -> Option<PartitionWriter> {
+        self.writer.try_lock().ok()?.take()
+    }
+
+    /// Puts the writer back.
+    pub fn put(&self, writer: PartitionWriter) {
+        *self.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
+        self.back.notify_one();
+    }
 }
 
 /// The writer's side of one partition: the read-write connection and the id counter.
@@ -318,6 +359,16 @@ impl PartitionWriter {
                 }
             }
             Err(err) => reply_all(reqs, &err),
+        }
+    }
+
+    /// What follows a transaction's end: the checkpoint the checkpointer left unfinished, a
+    /// new one if the WAL has grown past its threshold, a merge if the recent index is full.
+    fn after_commit(&self, checkpoints: &Checkpoints, config: &Config, maintenance: &Sender<Maintenance>) {
+        Checkpoints::finish(&self.partition, &self.conn);
+        checkpoints.want(&self.partition, checkpointer::threshold(config));
+        if self.partition.index.as_ref().is_some_and(|i| i.freeze_if(config.merge_threshold)) {
+            let _ = maintenance.send(Maintenance::Merge(self.partition.id));
         }
     }
 
@@ -556,7 +607,11 @@ pub struct WriterThread {
     /// The thread's queue.
     pub jobs: Receiver<Job>,
     /// The partitions this thread owns.
-    pub writers: Vec<PartitionWriter>,
+    pub owned: Vec<u32>,
+    /// Every partition's writer slot.
+    pub slots: Arc<Vec<Slot>>,
+    /// The writers this thread has checked out of their slots.
+    pub out: Vec<PartitionWriter>,
     /// Where partitions whose recent index passed the threshold are sent.
     pub maintenance: Sender<Maintenance>,
     /// Store-wide counters.
@@ -590,6 +645,7 @@ impl WriterThread {
                 }
             }
             self.commit_round(groups);
+            self.put_back();
         }
         self.checkpoint_all()
     }
@@ -613,10 +669,21 @@ impl WriterThread {
     }
 
     fn writer(&mut self, partition: u32) -> &mut PartitionWriter {
-        self.writers
-            .iter_mut()
-            .find(|w| w.partition.id == partition)
-            .expect("a job reached the thread that owns its partition")
+        let at = match self.out.iter().position(|w| w.partition.id == partition) {
+            Some(at) => at,
+            None => {
+                self.out.push(self.slots[partition as usize].take());
+                self.out.len() - 1
+            }
+        };
+        &mut self.out[at]
+    }
+
+    fn put_back(&mut self) {
+        for writer in self.out.drain(..) {
+            let id = writer.partition.id;
+            self.slots[id as usize].put(writer);
+        }
     }
 
     /// Commits one round: each partition's requests in one transaction, all run up to their
@@ -645,16 +712,11 @@ impl WriterThread {
             _ => Ok(()),
         };
         let (metrics, cache, checkpoints) = (Arc::clone(&self.metrics), self.cache.clone(), self.checkpoints.clone());
-        let (threshold, checkpoint_at) = (self.config.merge_threshold, checkpointer::threshold(&self.config));
+        let (config, maintenance) = (self.config.clone(), self.maintenance.clone());
         for (partition, group) in prepared {
             let writer = self.writer(partition);
             writer.complete(group, &flushed, log.as_deref(), &metrics, cache.as_deref());
-            Checkpoints::finish(&writer.partition, &writer.conn);
-            checkpoints.want(&writer.partition, checkpoint_at);
-            let froze = writer.partition.index.as_ref().is_some_and(|i| i.freeze_if(threshold));
-            if froze {
-                let _ = self.maintenance.send(Maintenance::Merge(partition));
-            }
+            writer.after_commit(&checkpoints, &config, &maintenance);
         }
         if let Some(log) = &log {
             log.release(self.number);
@@ -719,11 +781,14 @@ impl WriterThread {
     }
 
     /// Copies every partition's WAL into its database and empties it, before the close.
-    fn checkpoint_all(self) -> Vec<PartitionWriter> {
-        for writer in &self.writers {
+    fn checkpoint_all(mut self) -> Vec<PartitionWriter> {
+        for p in self.owned.clone() {
+            self.writer(p);
+        }
+        for writer in &self.out {
             writer.partition.readers.close_idle();
             checkpointer::at_close(&writer.partition, &writer.conn, &self.config);
         }
-        self.writers
+        self.out
     }
 }

@@ -1,0 +1,184 @@
+//! Inline writes: a caller runs its partition's transaction itself, on its own thread, instead
+//! of handing it to the partition's writer thread.
+//!
+//! At a few connections a durable write through a writer thread costs two hand-overs (to the
+//! writer thread and back) and the writer thread's sleep until the flush: about three task
+//! switches a write, which on this project's machine cost more than the transaction itself.
+//! An inline write takes the partition's writer out of its [`Slot`] (only if it lies there:
+//! while the writer thread or another inline write has it, the write goes through the queue),
+//! runs the transaction up to its `COMMIT` and appends it to the commit log as a round would,
+//! then awaits the flush without blocking its thread ([`CommitLog::durable`]: the log's flusher
+//! thread runs it), commits, answers and puts the writer back. Nothing is visible before it is
+//! durable, as in a round.
+//!
+//! Only while few writes are under way (`inline_writes_below`): under heavy load the writer
+//! threads' rounds share a flush among more writes and keep SQLite's work off the caller's
+//! thread. And not for a while after an inline transaction read the disk (the thread's block
+//! reads grew: the data is cold), since the caller's thread is one of the HTTP
+//! server's few; the writer threads and their warming reads keep the disk busy instead.
+//!
+//! An inline write whose caller stops awaiting it (a client gone) still ends: dropping it waits
+//! for the flush on the spot, commits or rolls back, and puts the writer back.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use crossbeam_channel::Sender;
+
+use super::{Maintenance, PartitionWriter, Prepared, RequestResult, Slot, WriteRequest};
+use crate::{
+    cache::RecordCache, checkpointer::Checkpoints, commitlog::CommitLog, metrics::Metrics, ops::Op, Config, Error,
+    Result,
+};
+
+/// How long writes go through the writer threads after an inline transaction read the disk.
+const COOL_DOWN: Duration = Duration::from_millis(100);
+
+/// Everything a caller needs to run its partition's transaction itself.
+pub struct Inline {
+    /// Every partition's writer slot.
+    pub slots: Arc<Vec<Slot>>,
+    /// The shared commit log.
+    pub log: Arc<CommitLog>,
+    /// Store-wide counters.
+    pub metrics: Arc<Metrics>,
+    /// The store's record cache.
+    pub cache: Option<Arc<RecordCache>>,
+    /// Where checkpoints are asked for.
+    pub checkpoints: Checkpoints,
+    /// Where merges are asked for.
+    pub maintenance: Sender<Maintenance>,
+    /// The store's configuration.
+    pub config: Config,
+    /// How many writer threads there are: the log's holds after theirs are the partitions'.
+    pub threads: usize,
+    /// How busy writes are.
+    pub load: Load,
+}
+
+/// How many single writes are under way, and whether transactions ran long lately.
+pub struct Load {
+    /// Single writes under way, inline or queued.
+    under_way: AtomicUsize,
+    /// The clock of `cool_until`.
+    born: Instant,
+    /// Until when (µs after `born`) writes go through the writer threads.
+    cool_until: AtomicU64,
+}
+
+impl Default for Load {
+    fn default() -> Self {
+        Self { under_way: AtomicUsize::new(0), born: Instant::now(), cool_until: AtomicU64::new(0) }
+    }
+}
+
+impl Load {
+    fn micros(&self) -> u64 {
+        self.born.elapsed().as_micros() as u64
+    }
+}
+
+/// A single write counted as under way until dropped.
+pub struct UnderWay<'a> {
+    inline: &'a Inline,
+    /// Whether the write may run inline.
+    pub may_inline: bool,
+}
+
+impl Drop for UnderWay<'_> {
+    fn drop(&mut self) {
+        self.inline.load.under_way.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Inline {
+    /// Counts a single write as under way while the answer lives; it may run inline if fewer
+    /// than `inline_writes_below` were, and no transaction ran long lately.
+    pub fn enter(&self) -> UnderWay<'_> {
+        let load = &self.load;
+        let before = load.under_way.fetch_add(1, Ordering::Relaxed);
+        let cool = load.micros() < load.cool_until.load(Ordering::Relaxed);
+        UnderWay { inline: self, may_inline: before < self.config.inline_writes_below && !cool }
+    }
+
+    /// Runs `ops` (all of `partition`) on the calling thread if the partition's writer lies in
+    /// its slot; else gives them back, to be queued.
+    pub async fn write(
+        &self,
+        partition: u32,
+        ops: Vec<(Op, u32)>,
+    ) -> std::result::Result<RequestResult, Vec<(Op, u32)>> {
+        let Some(writer) = self.slots[partition as usize].try_take() else { return Err(ops) };
+        let (reply, answer) = oneshot::channel();
+        let hold = self.threads + partition as usize;
+        self.log.hold(hold);
+        let mut run = Run { inline: self, writer: Some(writer), prepared: None, hold };
+        let writer = run.writer.as_mut().expect("just taken");
+        let request = WriteRequest { partition, ops, reply };
+        let reads = disk_reads();
+        let prepared = writer.prepare(vec![request], self.config.transaction, Some(&self.log));
+        if disk_reads() != reads {
+            let load = &self.load;
+            load.cool_until.store(load.micros() + COOL_DOWN.as_micros() as u64, Ordering::Relaxed);
+        }
+        let end = prepared.logged.map(|(_, end)| end);
+        run.prepared = Some(prepared);
+        let flushed = match end {
+            Some(end) => self.log.durable(end).await,
+            None => Ok(()),
+        };
+        run.finish(&flushed);
+        Ok(answer.await.unwrap_or(Err(Error::Closed)))
+    }
+}
+
+/// Blocks the calling thread has read from the disk so far (the engine reads its files with
+/// `pread`, so a transaction that waited on the disk shows here).
+fn disk_reads() -> i64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_THREAD).map_or(0, |u| u.block_reads())
+}
+
+/// An inline write under way: it ends (committed or rolled back, the writer put back) even if
+/// its caller stops awaiting it.
+struct Run<'a> {
+    inline: &'a Inline,
+    writer: Option<PartitionWriter>,
+    prepared: Option<Prepared>,
+    /// The log's hold this write keeps until its transaction ends.
+    hold: usize,
+}
+
+impl Run<'_> {
+    /// Commits (or rolls back, if `flushed` failed) and answers, then puts the writer back.
+    fn finish(&mut self, flushed: &Result<()>) {
+        let Some(mut writer) = self.writer.take() else { return };
+        let inline = self.inline;
+        if let Some(prepared) = self.prepared.take() {
+            writer.complete(prepared, flushed, Some(&inline.log), &inline.metrics, inline.cache.as_deref());
+            inline.metrics.record_inline();
+            writer.after_commit(&inline.checkpoints, &inline.config, &inline.maintenance);
+        }
+        let partition = writer.partition.id as usize;
+        inline.slots[partition].put(writer);
+        inline.log.release(self.hold);
+    }
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        if self.writer.is_none() {
+            return;
+        }
+        let flushed = match self.prepared.as_ref().and_then(|p| p.logged) {
+            Some((_, end)) => self.inline.log.wait_durable(end),
+            None => Ok(()),
+        };
+        self.finish(&flushed);
+    }
+}

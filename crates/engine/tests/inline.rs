@@ -1,0 +1,97 @@
+//! Inline writes (`partition::writer::inline`): with the commit log, a single write may run on
+//! its caller's thread instead of its partition's writer thread. Both ways take the same
+//! partition writer in turn, so compare-and-set increments racing through both never lose an
+//! update nor hand out a version twice; and an inline write whose caller stops awaiting it in
+//! the middle of its flush still commits and gives its partition's writer back.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::{
+    future::Future,
+    pin::pin,
+    sync::Arc,
+    task::{Context, Waker},
+};
+
+use common::{key, value};
+use shardlite_engine::{Condition, Config, Error, Op, Outcome, Store, Synchronous};
+
+const KEYS: u32 = 4;
+const TASKS: u32 = 12;
+const INCREMENTS: u32 = 100;
+
+fn config(inline_writes_below: usize) -> Config {
+    Config { synchronous: Synchronous::Full, inline_writes_below, ..common::small_config() }
+}
+
+/// Adds one to `key`'s counter by compare-and-set, retrying when another write came between.
+async fn increment(store: &Store, key: &[u8], i: u32) {
+    loop {
+        let version = store.get(key).unwrap().expect("created first").version;
+        let put = Op::Put { key: key.to_vec(), value: value(i, 0), condition: Condition::Version(version) };
+        match store.write(put).await {
+            Ok(_) => return,
+            Err(Error::ConditionFailed { .. }) => continue,
+            Err(err) => panic!("increment failed: {err}"),
+        }
+    }
+}
+
+#[test]
+fn inline_and_queued_compare_and_set_writes_lose_no_update() {
+    let dir = tempfile::tempdir().unwrap();
+    // Half the tasks' writes are under way at once: some run inline, the rest queue.
+    let store = Arc::new(Store::create(dir.path(), common::partitions(2), config(TASKS as usize / 2)).unwrap());
+    for k in 0..KEYS {
+        store.put(&key(k), value(k, 0), Condition::Absent).unwrap();
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    for i in 0..INCREMENTS {
+                        increment(&store, &key((t + i) % KEYS), i).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    let counters: u64 = (0..KEYS).map(|k| store.get(&key(k)).unwrap().unwrap().version.counter).sum();
+    assert_eq!(counters, u64::from(KEYS + TASKS * INCREMENTS), "every increment counted once");
+    let writes = store.stats().writers;
+    assert!(writes.inline_commits > 0, "no write ran inline: {writes:?}");
+    assert!(writes.commits > writes.inline_commits, "no write went through a writer thread: {writes:?}");
+    let checks = store.check().unwrap();
+    assert!(checks.iter().all(|c| c.is_ok()), "{checks:?}");
+}
+
+#[test]
+fn an_inline_write_dropped_while_it_awaits_its_flush_still_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), common::partitions(1), config(32)).unwrap();
+    let put = Op::Put { key: key(1), value: value(1, 0), condition: Condition::None };
+    {
+        let mut write = pin!(store.write(put));
+        let pending = write.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        assert!(pending.is_pending(), "a write answered before any flush: {pending:?}");
+        // Its caller goes away here, mid-flush.
+    }
+    assert_eq!(store.stats().writers.inline_commits, 1, "the write ran inline and committed");
+    assert_eq!(store.get(&key(1)).unwrap().map(|r| r.value), Some(value(1, 0)));
+    // The partition's writer is back: the next write, inline or not, finds it.
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let put = Op::Put { key: key(1), value: value(1, 1), condition: Condition::Present };
+    match runtime.block_on(store.write(put)).unwrap() {
+        Outcome::Written(written) => assert_eq!(written.version.counter, 2),
+        other => panic!("a put answered {other:?}"),
+    }
+    drop(store);
+    let store = Store::open(dir.path(), config(32)).unwrap();
+    assert_eq!(store.get(&key(1)).unwrap().map(|r| (r.version.counter, r.value)), Some((2, value(1, 1))));
+}
