@@ -3,7 +3,8 @@
 //! The store validates input, hashes the key to its partition, and either reads (from the
 //! record cache, else through the partition's index and read pool: on the caller's thread, or
 //! on a lookup thread for `submit_get`) or hands writes to the partition's writer thread and
-//! returns a [`Pending`] that resolves once the write is committed. `Pending` is both
+//! returns a [`Pending`] that resolves once the write is committed ([`Store::write`] may instead
+//! run a single write's transaction on the caller's thread: an inline write). `Pending` is both
 //! blockable (`wait`) and a `Future`, so an async server can await commits without blocking its
 //! runtime. Opening takes the directory's lock and checks every partition's WAL first
 //! ([`crate::dirlock`]); closing (or dropping) the store stops the maintenance thread, lets the

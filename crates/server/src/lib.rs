@@ -10,16 +10,22 @@
 //!     request ──> service: route, token, method, role ──> handler ──> Backend (SQLite shown;
 //!                                                               PostgreSQL: a pooled connection)
 //!        GET/HEAD  ── store.submit_get ──> engine lookup threads ──> PendingGet.await
-//!        PUT/DELETE ─ store.submit ─────> writer queue of the key's partition (bounded:
+//!        PUT/DELETE ─ store.write ──────> writer queue of the key's partition (bounded:
 //!        POST /batch  store.submit_batch   full => 503 + Retry-After at once) ──> Pending.await,
-//!                                          resolved after the group commit
+//!                                          resolved after the group commit; or, with the
+//!                                          commit log and few writes under way, inline: the
+//!                                          transaction on this thread, the flush awaited
 //!        /stats, /metrics ── spawn_blocking (they stat the store's files)
 //!        POST /admin/backup ── a backup thread (Store::backup), answered at once; GET: its status
 //!  shutdown ──> stop accepting ──> finish in-flight requests ──> backend.close() (SQLite: commit
 //!               what is queued, checkpoint) ──> run returns
 //! ```
 //!
-//! No handler runs SQLite or other blocking work on the async runtime's threads. Modules:
+//! No handler runs SQLite or other blocking work on the async runtime's threads, but for
+//! inline writes: a single PUT or DELETE, with the commit log, while few writes are under way
+//! and the data is warm, runs its partition's short transaction on the runtime's thread (and
+//! now and then the end of a checkpoint, a few pages and two syncs), then awaits its flush
+//! without blocking (`shardlite_engine::partition::writer`). Modules:
 //! [`backend`] (the storage trait and its error), [`figures`] (what a backend reports),
 //! [`sqlite`] (the engine's backend), [`backup_job`] (the one backup a server runs at a time,
 //! on its own thread), [`backup_status`] (what it reports), `starting` (serving before the storage is open), [`server`] (accept
