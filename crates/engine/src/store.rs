@@ -51,6 +51,7 @@ use crate::{
         compact::CompactReport,
         writer::{
             self, Inline, Job, Load, Maintenance, PartitionWriter, RequestResult, Slot, WriteRequest, WriterThread,
+            Writing,
         },
         Partition,
     },
@@ -230,7 +231,15 @@ impl Store {
             slots.push(Slot::new(writer));
             owned[writer::owner(p, threads)].push(p);
         }
-        let slots = Arc::new(slots);
+        let writing = Arc::new(Writing {
+            slots,
+            log: log.clone(),
+            metrics: Arc::clone(&metrics),
+            cache: cache.clone(),
+            checkpoints: checkpoints.clone(),
+            maintenance: maintenance_tx.clone(),
+            config: config.clone(),
+        });
         let lookups = LookupQueue::new(config.queue_capacity);
         let mut senders = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
@@ -240,14 +249,8 @@ impl Store {
                 number,
                 jobs: rx,
                 owned,
-                slots: Arc::clone(&slots),
                 out: Vec::new(),
-                maintenance: maintenance_tx.clone(),
-                metrics: Arc::clone(&metrics),
-                cache: cache.clone(),
-                config: config.clone(),
-                log: log.clone(),
-                checkpoints: checkpoints.clone(),
+                writing: Arc::clone(&writing),
                 lookups: Arc::clone(&lookups),
             };
             handles.push(spawn(format!("shardlite-writer-{number}"), move || thread.run())?);
@@ -269,13 +272,8 @@ impl Store {
         };
         lock.opened()?;
         let inline = log.as_ref().filter(|_| config.inline_writes_below > 0).map(|log| Inline {
-            slots: Arc::clone(&slots),
+            writing: Arc::clone(&writing),
             log: Arc::clone(log),
-            metrics: Arc::clone(&metrics),
-            cache: cache.clone(),
-            checkpoints: checkpoints.clone(),
-            maintenance: maintenance_tx.clone(),
-            config: config.clone(),
             threads,
             load: Load::default(),
         });
@@ -582,10 +580,10 @@ impl Store {
         // Each writer thread checkpoints its partitions and hands them back open (once the inline
         // writes under way have put them back).
         let writers: Vec<PartitionWriter> = threads.into_iter().filter_map(|t| t.join().ok()).flatten().collect();
-        if let Some((inline, flusher)) =
-            self.inline.as_ref().zip(self.flusher.lock().unwrap_or_else(|p| p.into_inner()).take())
+        if let Some((log, flusher)) =
+            self.log.as_ref().zip(self.flusher.lock().unwrap_or_else(|p| p.into_inner()).take())
         {
-            inline.log.stop_flusher();
+            log.stop_flusher();
             let _ = flusher.join();
         }
         if let Some(lock) = self.lock.lock().unwrap_or_else(|p| p.into_inner()).as_mut().filter(|_| closing) {

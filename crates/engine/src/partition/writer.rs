@@ -317,14 +317,8 @@ impl PartitionWriter {
     /// answers each request; a group that fails is rolled back, its logged record cancelled,
     /// and every request answered the error. The commit is counted in `metrics` before anyone
     /// is answered; `cache` learns of it as [`RecordCache`] requires.
-    fn complete(
-        &mut self,
-        prepared: Prepared,
-        flushed: &Result<()>,
-        log: Option<&CommitLog>,
-        metrics: &Metrics,
-        cache: Option<&RecordCache>,
-    ) {
+    fn complete(&mut self, prepared: Prepared, flushed: &Result<()>, writing: &Writing) {
+        let (log, cache) = (writing.log.as_deref(), writing.cache.as_deref());
         let Prepared { reqs, started, state, logged } = prepared;
         let outcome = match state {
             Err(err) => Err(err),
@@ -349,7 +343,7 @@ impl PartitionWriter {
                 self.partition.poison(format!("could not cancel a failed commit in the commit log: {err}"));
             }
         }
-        metrics.record_commit(reqs.len(), started.elapsed());
+        writing.metrics.record_commit(reqs.len(), started.elapsed());
         match outcome {
             Ok((results, tx)) => {
                 let noted = logged.filter(|_| tx.noted).map(|(_, end)| end);
@@ -364,11 +358,11 @@ impl PartitionWriter {
 
     /// What follows a transaction's end: the checkpoint the checkpointer left unfinished, a
     /// new one if the WAL has grown past its threshold, a merge if the recent index is full.
-    fn after_commit(&self, checkpoints: &Checkpoints, config: &Config, maintenance: &Sender<Maintenance>) {
+    fn after_commit(&self, writing: &Writing) {
         Checkpoints::finish(&self.partition, &self.conn);
-        checkpoints.want(&self.partition, checkpointer::threshold(config));
-        if self.partition.index.as_ref().is_some_and(|i| i.freeze_if(config.merge_threshold)) {
-            let _ = maintenance.send(Maintenance::Merge(self.partition.id));
+        writing.checkpoints.want(&self.partition, checkpointer::threshold(&writing.config));
+        if self.partition.index.as_ref().is_some_and(|i| i.freeze_if(writing.config.merge_threshold)) {
+            let _ = writing.maintenance.send(Maintenance::Merge(self.partition.id));
         }
     }
 
@@ -600,7 +594,26 @@ fn reply_all(reqs: Vec<WriteRequest>, err: &Error) {
     }
 }
 
-/// A writer thread: its queue, its partitions, and where it reports merges.
+/// What the writer threads and inline writes share: where each partition's writer lies, and
+/// what a commit goes through and reports to.
+pub struct Writing {
+    /// Every partition's writer slot.
+    pub slots: Vec<Slot>,
+    /// The shared commit log, when commits are made durable by it.
+    pub log: Option<Arc<CommitLog>>,
+    /// Store-wide counters.
+    pub metrics: Arc<Metrics>,
+    /// The store's record cache, which commits invalidate.
+    pub cache: Option<Arc<RecordCache>>,
+    /// Where checkpoints are asked for.
+    pub checkpoints: Checkpoints,
+    /// Where partitions whose recent index passed the threshold are sent.
+    pub maintenance: Sender<Maintenance>,
+    /// The store's configuration.
+    pub config: Config,
+}
+
+/// A writer thread: its queue, its partitions, and what it shares with the others.
 pub struct WriterThread {
     /// The thread's number (partition `p` belongs to thread `p % writer_threads`).
     pub number: usize,
@@ -608,22 +621,10 @@ pub struct WriterThread {
     pub jobs: Receiver<Job>,
     /// The partitions this thread owns.
     pub owned: Vec<u32>,
-    /// Every partition's writer slot.
-    pub slots: Arc<Vec<Slot>>,
     /// The writers this thread has checked out of their slots.
     pub out: Vec<PartitionWriter>,
-    /// Where partitions whose recent index passed the threshold are sent.
-    pub maintenance: Sender<Maintenance>,
-    /// Store-wide counters.
-    pub metrics: Arc<Metrics>,
-    /// The store's record cache, which commits invalidate.
-    pub cache: Option<Arc<RecordCache>>,
-    /// The store's configuration.
-    pub config: Config,
-    /// The shared commit log, when commits are made durable by it.
-    pub log: Option<Arc<CommitLog>>,
-    /// Where checkpoints are asked for.
-    pub checkpoints: Checkpoints,
+    /// What it shares with the other writer threads and inline writes.
+    pub writing: Arc<Writing>,
     /// The lookup threads, which read a round's records side by side (`warm`).
     pub lookups: Arc<LookupQueue>,
 }
@@ -653,11 +654,11 @@ impl WriterThread {
     /// The first job and whatever else is already waiting (or arrives within the linger).
     fn drain(&self, first: Job) -> Vec<Job> {
         let mut jobs = vec![first];
-        let deadline = Instant::now() + self.config.max_linger();
-        while jobs.len() < self.config.max_batch {
+        let deadline = Instant::now() + self.writing.config.max_linger();
+        while jobs.len() < self.writing.config.max_batch {
             let next = match self.jobs.try_recv() {
                 Ok(job) => Ok(job),
-                Err(_) if self.config.max_linger_us > 0 => self.jobs.recv_deadline(deadline).map_err(|_| ()),
+                Err(_) if self.writing.config.max_linger_us > 0 => self.jobs.recv_deadline(deadline).map_err(|_| ()),
                 Err(_) => Err(()),
             };
             match next {
@@ -672,7 +673,7 @@ impl WriterThread {
         let at = match self.out.iter().position(|w| w.partition.id == partition) {
             Some(at) => at,
             None => {
-                self.out.push(self.slots[partition as usize].take());
+                self.out.push(self.writing.slots[partition as usize].take());
                 self.out.len() - 1
             }
         };
@@ -682,7 +683,7 @@ impl WriterThread {
     fn put_back(&mut self) {
         for writer in self.out.drain(..) {
             let id = writer.partition.id;
-            self.slots[id as usize].put(writer);
+            self.writing.slots[id as usize].put(writer);
         }
     }
 
@@ -692,9 +693,9 @@ impl WriterThread {
     /// transaction commits and its requests are answered, and a checkpoint of its partition asked
     /// for or its recent index frozen if due.
     fn commit_round(&mut self, groups: Vec<(u32, Vec<WriteRequest>)>) {
-        let tx_mode = self.config.transaction;
-        let log = self.log.clone();
-        if let Some(log) = &log {
+        let writing = Arc::clone(&self.writing);
+        let (tx_mode, log) = (writing.config.transaction, writing.log.as_deref());
+        if let Some(log) = log {
             log.hold(self.number);
         }
         // Every index page the round needs is asked for at once, so that on cold data the
@@ -705,20 +706,18 @@ impl WriterThread {
         self.warm(&groups);
         let prepared: Vec<(u32, Prepared)> = groups
             .into_iter()
-            .map(|(partition, reqs)| (partition, self.writer(partition).prepare(reqs, tx_mode, log.as_deref())))
+            .map(|(partition, reqs)| (partition, self.writer(partition).prepare(reqs, tx_mode, log)))
             .collect();
-        let flushed = match (&log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end)| end)).max()) {
+        let flushed = match (log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end)| end)).max()) {
             (Some(log), Some(end)) => log.wait_durable(end),
             _ => Ok(()),
         };
-        let (metrics, cache, checkpoints) = (Arc::clone(&self.metrics), self.cache.clone(), self.checkpoints.clone());
-        let (config, maintenance) = (self.config.clone(), self.maintenance.clone());
         for (partition, group) in prepared {
             let writer = self.writer(partition);
-            writer.complete(group, &flushed, log.as_deref(), &metrics, cache.as_deref());
-            writer.after_commit(&checkpoints, &config, &maintenance);
+            writer.complete(group, &flushed, &writing);
+            writer.after_commit(&writing);
         }
-        if let Some(log) = &log {
+        if let Some(log) = log {
             log.release(self.number);
         }
     }
@@ -730,7 +729,7 @@ impl WriterThread {
     fn warm(&self, groups: &[(u32, Vec<WriteRequest>)]) {
         for (_, reqs) in groups {
             let keys = reqs.iter().flat_map(|r| r.ops.iter().map(|(op, _)| op.key())).skip(1);
-            for key in keys.filter(|key| self.cache.as_ref().is_none_or(|c| !c.holds(key))) {
+            for key in keys.filter(|key| self.writing.cache.as_ref().is_none_or(|c| !c.holds(key))) {
                 self.lookups.warm(key);
             }
         }
@@ -756,17 +755,16 @@ impl WriterThread {
                 let _ = reply.send(snapshot::take(&writer.partition, &writer.conn, *conn));
             }
             Job::Compact { partition, reply } => {
-                let config = self.config.clone();
+                let writing = Arc::clone(&self.writing);
                 let writer = self.writer(partition);
-                let _ = reply.send(compact::run(&writer.partition, &writer.conn, &config));
+                let _ = reply.send(compact::run(&writer.partition, &writer.conn, &writing.config));
             }
             Job::Adopt { partition, step, reply } => {
-                let (log, cache, config) = (self.log.clone(), self.cache.clone(), self.config.clone());
-                let checkpoints = self.checkpoints.clone();
+                let writing = Arc::clone(&self.writing);
                 let writer = self.writer(partition);
-                let adopted = writer.adopt(step, log.as_deref(), cache.as_deref(), &config);
+                let adopted = writer.adopt(step, writing.log.as_deref(), writing.cache.as_deref(), &writing.config);
                 // A partition taken in fills its WAL as writes would: checkpointed the same way.
-                checkpoints.want(&writer.partition, checkpointer::threshold(&config));
+                writing.checkpoints.want(&writer.partition, checkpointer::threshold(&writing.config));
                 let _ = reply.send(adopted);
             }
             Job::Track { partition, reply } => {
@@ -787,7 +785,7 @@ impl WriterThread {
         }
         for writer in &self.out {
             writer.partition.readers.close_idle();
-            checkpointer::at_close(&writer.partition, &writer.conn, &self.config);
+            checkpointer::at_close(&writer.partition, &writer.conn, &self.writing.config);
         }
         self.out
     }

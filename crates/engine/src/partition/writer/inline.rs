@@ -4,7 +4,7 @@
 //! At a few connections a durable write through a writer thread costs two hand-overs (to the
 //! writer thread and back) and the writer thread's sleep until the flush: about three task
 //! switches a write, which on this project's machine cost more than the transaction itself.
-//! An inline write takes the partition's writer out of its [`Slot`] (only if it lies there:
+//! An inline write takes the partition's writer out of its [`Slot`](super::Slot) (only if it lies there:
 //! while the writer thread or another inline write has it, the write goes through the queue),
 //! runs the transaction up to its `COMMIT` and appends it to the commit log as a round would,
 //! then awaits the flush without blocking its thread ([`CommitLog::durable`]: the log's flusher
@@ -34,33 +34,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crossbeam_channel::Sender;
-
-use super::{Maintenance, PartitionWriter, Prepared, RequestResult, Slot, WriteRequest};
-use crate::{
-    cache::RecordCache, checkpointer::Checkpoints, commitlog::CommitLog, metrics::Metrics, ops::Op, Config, Error,
-    Result,
-};
+use super::{PartitionWriter, Prepared, RequestResult, WriteRequest, Writing};
+use crate::{commitlog::CommitLog, ops::Op, Error, Result};
 
 /// How long writes go through the writer threads after an inline transaction read the disk.
 const COOL_DOWN: Duration = Duration::from_millis(100);
 
 /// Everything a caller needs to run its partition's transaction itself.
 pub struct Inline {
-    /// Every partition's writer slot.
-    pub slots: Arc<Vec<Slot>>,
-    /// The shared commit log.
+    /// What it shares with the writer threads.
+    pub writing: Arc<Writing>,
+    /// The shared commit log (`writing`'s, which inline writes need).
     pub log: Arc<CommitLog>,
-    /// Store-wide counters.
-    pub metrics: Arc<Metrics>,
-    /// The store's record cache.
-    pub cache: Option<Arc<RecordCache>>,
-    /// Where checkpoints are asked for.
-    pub checkpoints: Checkpoints,
-    /// Where merges are asked for.
-    pub maintenance: Sender<Maintenance>,
-    /// The store's configuration.
-    pub config: Config,
     /// How many writer threads there are: the log's holds after theirs are the partitions'.
     pub threads: usize,
     /// How busy writes are.
@@ -91,14 +76,14 @@ impl Load {
 
 /// A single write counted as under way until dropped.
 pub struct UnderWay<'a> {
-    inline: &'a Inline,
+    load: &'a Load,
     /// Whether the write may run inline.
     pub may_inline: bool,
 }
 
 impl Drop for UnderWay<'_> {
     fn drop(&mut self) {
-        self.inline.load.under_way.fetch_sub(1, Ordering::Relaxed);
+        self.load.under_way.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -109,7 +94,7 @@ impl Inline {
         let load = &self.load;
         let before = load.under_way.fetch_add(1, Ordering::Relaxed);
         let cool = load.micros() < load.cool_until.load(Ordering::Relaxed);
-        UnderWay { inline: self, may_inline: before < self.config.inline_writes_below && !cool }
+        UnderWay { load, may_inline: before < self.writing.config.inline_writes_below && !cool }
     }
 
     /// Runs `ops` (all of `partition`) on the calling thread if the partition's writer lies in
@@ -119,15 +104,14 @@ impl Inline {
         partition: u32,
         ops: Vec<(Op, u32)>,
     ) -> std::result::Result<RequestResult, Vec<(Op, u32)>> {
-        let Some(writer) = self.slots[partition as usize].try_take() else { return Err(ops) };
+        let Some(writer) = self.writing.slots[partition as usize].try_take() else { return Err(ops) };
         let (reply, answer) = oneshot::channel();
-        let hold = self.threads + partition as usize;
-        self.log.hold(hold);
-        let mut run = Run { inline: self, writer: Some(writer), prepared: None, hold };
+        self.log.hold(self.hold(partition));
+        let mut run = Run { inline: self, writer: Some(writer), prepared: None };
         let writer = run.writer.as_mut().expect("just taken");
         let request = WriteRequest { partition, ops, reply };
         let reads = disk_reads();
-        let prepared = writer.prepare(vec![request], self.config.transaction, Some(&self.log));
+        let prepared = writer.prepare(vec![request], self.writing.config.transaction, Some(&self.log));
         if disk_reads() != reads {
             let load = &self.load;
             load.cool_until.store(load.micros() + COOL_DOWN.as_micros() as u64, Ordering::Relaxed);
@@ -140,6 +124,11 @@ impl Inline {
         };
         run.finish(&flushed);
         Ok(answer.await.unwrap_or(Err(Error::Closed)))
+    }
+
+    /// The log's hold of `partition`'s inline writes (after the writer threads').
+    fn hold(&self, partition: u32) -> usize {
+        self.threads + partition as usize
     }
 }
 
@@ -156,23 +145,21 @@ struct Run<'a> {
     inline: &'a Inline,
     writer: Option<PartitionWriter>,
     prepared: Option<Prepared>,
-    /// The log's hold this write keeps until its transaction ends.
-    hold: usize,
 }
 
 impl Run<'_> {
     /// Commits (or rolls back, if `flushed` failed) and answers, then puts the writer back.
     fn finish(&mut self, flushed: &Result<()>) {
         let Some(mut writer) = self.writer.take() else { return };
-        let inline = self.inline;
+        let (inline, writing) = (self.inline, &*self.inline.writing);
         if let Some(prepared) = self.prepared.take() {
-            writer.complete(prepared, flushed, Some(&inline.log), &inline.metrics, inline.cache.as_deref());
-            inline.metrics.record_inline();
-            writer.after_commit(&inline.checkpoints, &inline.config, &inline.maintenance);
+            writer.complete(prepared, flushed, writing);
+            writing.metrics.record_inline();
+            writer.after_commit(writing);
         }
-        let partition = writer.partition.id as usize;
-        inline.slots[partition].put(writer);
-        inline.log.release(self.hold);
+        let partition = writer.partition.id;
+        writing.slots[partition as usize].put(writer);
+        inline.log.release(inline.hold(partition));
     }
 }
 
