@@ -119,7 +119,7 @@ fn inline_writes_keep_the_wal_small() {
     // each inline write finishes such a checkpoint before it lets go of the partition's writer,
     // or the WAL would never start over (26 MB without checkpoints: two or more 4 KiB frames a
     // write). How far it grows before a checkpoint catches up depends on how long the
-    // checkpoint's syncs take beside the writes' flushes: 0.25-6.5 MB measured, so the bound is
+    // checkpoint's syncs take beside the writes' flushes: 0.25-5.4 MB measured, so the bound is
     // under half the unchecked size.
     assert!(p.wal_bytes < 12 << 20, "the WAL grew to {} bytes", p.wal_bytes);
 }

@@ -22,7 +22,7 @@
 //! of the WAL and the database), on the caller's thread. Leaving that to the writer thread, asked
 //! by a job, let the WAL grow: 0.9-9.1 MB against 0.25-2.4 MB after 3,000 inline writes with
 //! 16-page checkpoints (`crates/engine/tests/inline.rs`, four runs each, 24 Nov 2026; later
-//! runs of the kept way reached 6.5 MB now and then).
+//! runs of the kept way passed 4 MB now and then: 5.4 MB).
 //!
 //! An inline write whose caller stops awaiting it (a client gone) still ends: dropping it waits
 //! for the flush on the spot, commits or rolls back, and puts the writer back.
