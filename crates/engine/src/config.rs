@@ -250,8 +250,7 @@ pub struct Config {
     pub checkpoint_pages: u32,
     /// A Litestream process replicates this directory (docs/operations.md): leave checkpoints
     /// to it, checkpointing a partition only when its WAL passes 16 x checkpoint_pages, and then
-    /// and at close only without waiting (PASSIVE); and let other processes open the databases
-    /// (without it, a server with the commit log locks them to itself).
+    /// and at close only without waiting (PASSIVE).
     // Litestream holds a read transaction on every database and checkpoints itself at 1000 WAL
     // pages; checkpoints of ours would only race its WAL restarts (`crate::checkpointer`).
     #[cfg_attr(feature = "cli", arg(long))]

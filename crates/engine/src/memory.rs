@@ -42,9 +42,8 @@ use crate::{Config, Error, Result};
 /// The executable's and its libraries' resident pages, set aside from every budget. Measured:
 /// 12.5 MiB of the release binary's and libc's pages resident under GET and PUT load.
 pub const EXECUTABLE_BYTES: u64 = 16 << 20;
-/// A partition's WAL-index (its `-shm` file, mapped by each of its connections; or the heap
-/// copy all of them share, with `unix-excl` locks: `crate::partition::sql`): one 32 KiB region
-/// covers 4,096 WAL frames, more than a WAL holds between checkpoints. Measured: 5.1 MiB
+/// A partition's WAL-index (its `-shm` file), mapped by each of its connections: one 32 KiB
+/// region covers 4,096 WAL frames, more than a WAL holds between checkpoints. Measured: 5.1 MiB
 /// resident for 256 partitions, a writer and a reader each.
 pub const WAL_INDEX_BYTES: u64 = 32 << 10;
 /// The budget (less the mapped files) index pages in RAM may take, at most, besides what the

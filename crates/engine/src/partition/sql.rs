@@ -19,20 +19,8 @@
 //! - `tombstones(seq, id)`: deleted ids still present in the index file, dropped by the next
 //!   index merge.
 //! - index mode `sqlite` adds `UNIQUE INDEX records_key ON records(key)`.
-//!
-//! Locks: where the commit log makes commits durable, every connection of a running store goes
-//! through SQLite's `unix-excl` VFS ([`vfs`]), unless Litestream replicates the partitions. The
-//! first connection to a database takes one exclusive POSIX lock for the whole process, and from
-//! then on the connections of this process lock each other in memory only: SQLite's WAL locks
-//! (read marks, the write lock) are the same, but no longer each an `fcntl` on the `-shm` file
-//! (six a write transaction), and the WAL index lives in the heap, so there is no `-shm` file.
-//! Other processes cannot open a database while the store has it open (they get "database is
-//! locked"), which the data directory's lock (`crate::dirlock`) asks of them anyway. The
-//! default VFS stays where another process must share the databases (Litestream), and without
-//! the commit log, where a `-shm` file left by a crash tells what a missing WAL lost
-//! (`super::wal`; with the log, the log tells).
 
-use std::{ffi::CStr, time::Duration};
+use std::time::Duration;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
@@ -65,23 +53,9 @@ pub struct Row {
     pub value: Vec<u8>,
 }
 
-/// The VFS of a store's connections (see the module's doc): `unix-excl` with the commit log,
-/// unless another process (Litestream) shares the databases; else SQLite's default.
-fn vfs(config: &Config) -> &'static CStr {
-    if config.uses_commit_log() && !config.litestream {
-        c"unix-excl"
-    } else {
-        c"unix"
-    }
-}
-
 /// Opens the partition's one read-write connection, creating and migrating the schema.
 pub fn open_writer(path: &std::path::Path, config: &Config, index: IndexMode) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_URI
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags_and_vfs(path, flags, vfs(config))?;
+    let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // page_size only takes effect before the first table exists.
     conn.pragma_update(None, "page_size", config.page_size)?;
@@ -101,8 +75,7 @@ pub fn open_writer(path: &std::path::Path, config: &Config, index: IndexMode) ->
 /// transaction, so the writer stays the one writer), syncing as the writer's settings say, with
 /// a small page cache (a checkpoint copies WAL frames without it).
 pub fn open_checkpointer(path: &std::path::Path, config: &Config) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags_and_vfs(path, flags, vfs(config))?;
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "synchronous", writer_synchronous(config))?;
     conn.pragma_update(None, "cache_size", -64)?;
@@ -113,7 +86,7 @@ pub fn open_checkpointer(path: &std::path::Path, config: &Config) -> Result<Conn
 /// Opens a read-only connection for lookups.
 pub fn open_reader(path: &std::path::Path, config: &Config) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags_and_vfs(path, flags, vfs(config))?;
+    let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     common_pragmas(&conn, config)?;
     Ok(conn)
