@@ -130,14 +130,18 @@ pub fn run(jobs: Receiver<Job>, partitions: Vec<Arc<Partition>>, config: Config)
     }
 }
 
-/// WAL pages past which a partition is checkpointed.
-pub fn threshold(config: &Config) -> u32 {
+/// WAL pages past which partition `partition` is checkpointed: between three quarters of the
+/// threshold and all of it, a different fraction for each partition. Under writes spread evenly
+/// over the keys, partitions with one threshold fill their WALs together and were checkpointed in
+/// one wave (256 checkpoints, each copying up to `checkpoint_pages` pages and syncing them, on
+/// the device the commit log flushes to); with thresholds apart, their periods differ and the
+/// checkpoints spread out.
+pub fn threshold(config: &Config, partition: u32) -> u32 {
     let pages = config.checkpoint_pages.max(1);
-    if config.litestream {
-        pages.saturating_mul(LITESTREAM_BACKSTOP)
-    } else {
-        pages
-    }
+    let pages = if config.litestream { pages.saturating_mul(LITESTREAM_BACKSTOP) } else { pages };
+    // The fractional part of partition x the golden ratio: evenly spread for any count.
+    let spread = (f64::from(partition) * 0.618_033_988_749_895).fract();
+    pages - (f64::from(pages) * spread / 4.0) as u32
 }
 
 /// The checkpoint of `partition` at close, on its writer's connection `conn`: TRUNCATE waiting
@@ -196,7 +200,21 @@ mod tests {
     fn with_litestream_the_store_checkpoints_only_as_a_backstop() {
         let own = Config::default();
         let replicated = Config { litestream: true, ..Config::default() };
-        assert_eq!(threshold(&own), own.checkpoint_pages);
-        assert_eq!(threshold(&replicated), own.checkpoint_pages * LITESTREAM_BACKSTOP);
+        assert_eq!(threshold(&own, 0), own.checkpoint_pages);
+        assert_eq!(threshold(&replicated, 0), own.checkpoint_pages * LITESTREAM_BACKSTOP);
+    }
+
+    #[test]
+    fn partitions_have_thresholds_apart_within_the_last_quarter() {
+        for pages in [16, 1000] {
+            let config = Config { checkpoint_pages: pages, ..Config::default() };
+            let mut thresholds: Vec<u32> = (0..256).map(|p| threshold(&config, p)).collect();
+            assert!(thresholds.iter().all(|t| (pages * 3 / 4..=pages).contains(t)), "{thresholds:?}");
+            thresholds.sort_unstable();
+            // Spread evenly: each eighth of the last quarter holds some partitions' thresholds.
+            let eighths: std::collections::BTreeSet<u32> =
+                thresholds.iter().map(|t| (pages - t) * 32 / pages.max(1)).collect();
+            assert!(eighths.len() >= if pages >= 32 { 8 } else { 4 }, "{eighths:?}");
+        }
     }
 }

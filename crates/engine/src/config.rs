@@ -245,7 +245,8 @@ pub struct Config {
     // Kept per partition, opened on demand.
     #[cfg_attr(feature = "cli", arg(long))]
     pub readers_per_partition: usize,
-    /// WAL pages after which a writer checkpoints.
+    /// WAL pages after which a partition is checkpointed (each partition's threshold lies between
+    /// three quarters of this and all of it, so that checkpoints do not come in one wave).
     #[cfg_attr(feature = "cli", arg(long))]
     pub checkpoint_pages: u32,
     /// A Litestream process replicates this directory (docs/operations.md): leave checkpoints

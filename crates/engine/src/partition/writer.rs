@@ -360,7 +360,7 @@ impl PartitionWriter {
     /// new one if the WAL has grown past its threshold, a merge if the recent index is full.
     fn after_commit(&self, writing: &Writing) {
         Checkpoints::finish(&self.partition, &self.conn);
-        writing.checkpoints.want(&self.partition, checkpointer::threshold(&writing.config));
+        writing.checkpoints.want(&self.partition, checkpointer::threshold(&writing.config, self.partition.id));
         if self.partition.index.as_ref().is_some_and(|i| i.freeze_if(writing.config.merge_threshold)) {
             let _ = writing.maintenance.send(Maintenance::Merge(self.partition.id));
         }
@@ -764,7 +764,9 @@ impl WriterThread {
                 let writer = self.writer(partition);
                 let adopted = writer.adopt(step, writing.log.as_deref(), writing.cache.as_deref(), &writing.config);
                 // A partition taken in fills its WAL as writes would: checkpointed the same way.
-                writing.checkpoints.want(&writer.partition, checkpointer::threshold(&writing.config));
+                writing
+                    .checkpoints
+                    .want(&writer.partition, checkpointer::threshold(&writing.config, writer.partition.id));
                 let _ = reply.send(adopted);
             }
             Job::Track { partition, reply } => {
