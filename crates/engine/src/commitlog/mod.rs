@@ -514,7 +514,12 @@ impl std::future::Future for Durability<'_> {
         if !st.flushing && st.stopping {
             return Poll::Ready(self.log.lead(st));
         }
-        st.wakers.push((self.end, cx.waker().clone()));
+        // Polled again before its flush (the task woken by something else), it is already
+        // on the list: one entry, one wake.
+        let waker = cx.waker();
+        if !st.wakers.iter().any(|(end, known)| *end == self.end && known.will_wake(waker)) {
+            st.wakers.push((self.end, waker.clone()));
+        }
         if !st.flushing {
             drop(st);
             self.log.flush_wanted.notify_one();
