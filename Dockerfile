@@ -6,9 +6,6 @@
 # Not built on the project's machine (it has no Docker daemon): see operations.md.
 
 FROM rust:1.89-bookworm AS build
-# protoc: the etcd-client crate (the cluster map in etcd) compiles etcd's .proto files.
-RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compiler \
-    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p shardlite \

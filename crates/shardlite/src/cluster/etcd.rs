@@ -18,10 +18,8 @@ use std::{
 };
 
 use anyhow::Context;
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions, WatchStream,
-};
 use serde::{Deserialize, Serialize};
+use shardlite_etcd::{Client, Compare, TxnOp, Watch};
 use shardlite_server::cluster::{ClusterMap, View};
 
 /// The prefix of the cluster's keys unless `--etcd-prefix` says otherwise.
@@ -75,9 +73,7 @@ impl Etcd {
             options.etcd.as_deref().unwrap_or_default().split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
         anyhow::ensure!(!endpoints.is_empty(), "no etcd endpoint: give --etcd http://HOST:PORT[,...]");
         anyhow::ensure!(options.etcd_prefix.ends_with('/'), "--etcd-prefix must end with `/`");
-        let connect = ConnectOptions::new().with_connect_timeout(TIMEOUT).with_timeout(TIMEOUT);
-        let client = Client::connect(&endpoints, Some(connect))
-            .await
+        let client = Client::with_timeout(&endpoints, TIMEOUT)
             .with_context(|| format!("connecting to etcd at {}", endpoints.join(",")))?;
         Ok(Self { client, prefix: options.etcd_prefix.clone() })
     }
@@ -88,10 +84,9 @@ impl Etcd {
 
     /// The cluster as etcd holds it now; `None` if no map was created under the prefix.
     pub async fn view(&mut self) -> anyhow::Result<Option<View>> {
-        let read = self.client.get(self.prefix.as_str(), Some(GetOptions::new().with_prefix())).await;
-        let read = read.context("reading the cluster map from etcd")?;
+        let read = self.client.get_prefix(&self.prefix).await.context("reading the cluster map from etcd")?;
         let (mut map, mut addresses, mut alive) = (None, BTreeMap::new(), BTreeSet::new());
-        for kv in read.kvs() {
+        for kv in &read {
             let (key, value) = (kv.key_str()?, kv.value_str()?);
             let name = key.strip_prefix(&self.prefix).unwrap_or(key);
             if name == "map" {
@@ -117,14 +112,12 @@ impl Etcd {
     /// if a map exists already: a cluster is created once.
     pub async fn create(&mut self, map: &ClusterMap, addresses: &BTreeMap<String, String>) -> anyhow::Result<()> {
         let map_key = self.key("map");
-        let mut puts = vec![TxnOp::put(map_key.as_str(), map.to_text().map_err(anyhow::Error::msg)?, None)];
-        puts.extend(
-            addresses.iter().map(|(id, address)| TxnOp::put(self.key(&format!("nodes/{id}")), address.as_str(), None)),
-        );
-        let txn = Txn::new().when([Compare::create_revision(map_key.as_str(), CompareOp::Equal, 0)]).and_then(puts);
-        let done = self.client.txn(txn).await.context("creating the cluster map in etcd")?;
+        let mut puts = vec![TxnOp::put(map_key.as_str(), map.to_text().map_err(anyhow::Error::msg)?)];
+        puts.extend(addresses.iter().map(|(id, address)| TxnOp::put(self.key(&format!("nodes/{id}")), address)));
+        let absent = [Compare::CreateRevision(map_key, 0)];
+        let done = self.client.txn(&absent, &puts).await.context("creating the cluster map in etcd")?;
         anyhow::ensure!(
-            done.succeeded(),
+            done,
             "a cluster map exists already under `{}` in etcd: `shardlite cluster status` shows it",
             self.prefix
         );
@@ -163,7 +156,7 @@ impl Etcd {
             Ok(())
         };
         let alive = self.key(&format!("alive/{dead}"));
-        let gone = Compare::create_revision(alive, CompareOp::Equal, 0);
+        let gone = Compare::CreateRevision(alive, 0);
         let context = || format!("giving the partitions of node `{dead}` to the survivors (did `{dead}` come back?)");
         self.change_map(change, vec![gone]).await.with_context(context)
     }
@@ -176,23 +169,22 @@ impl Etcd {
         also: Vec<Compare>,
     ) -> anyhow::Result<View> {
         let map_key = self.key("map");
-        let read = self.client.get(map_key.as_str(), None).await.context("reading the cluster map from etcd")?;
-        let kv = read.kvs().first().context("no cluster map in etcd")?;
+        let read = self.client.get(&map_key).await.context("reading the cluster map from etcd")?;
+        let kv = read.context("no cluster map in etcd")?;
         let mut map = ClusterMap::parse(kv.value_str()?).map_err(anyhow::Error::msg)?;
         change(&mut map)?;
         map.version += 1;
-        let put = TxnOp::put(map_key.as_str(), map.to_text().map_err(anyhow::Error::msg)?, None);
-        let mut compares = vec![Compare::mod_revision(map_key.as_str(), CompareOp::Equal, kv.mod_revision())];
+        let put = TxnOp::put(map_key.as_str(), map.to_text().map_err(anyhow::Error::msg)?);
+        let mut compares = vec![Compare::ModRevision(map_key, kv.mod_revision)];
         compares.extend(also);
-        let done = self.client.txn(Txn::new().when(compares).and_then([put])).await;
-        let done = done.context("changing the cluster map in etcd")?;
-        anyhow::ensure!(done.succeeded(), "the cluster map changed in etcd meanwhile (another move or failover?)");
+        let done = self.client.txn(&compares, &[put]).await.context("changing the cluster map in etcd")?;
+        anyhow::ensure!(done, "the cluster map changed in etcd meanwhile (another move or failover?)");
         self.existing_view().await
     }
 
     /// Records where `node`'s Litestream replicates its partitions.
     pub async fn record_replica(&mut self, node: &str, url: &str) -> anyhow::Result<()> {
-        self.client.put(self.key(&format!("replicas/{node}")), url, None).await.context("recording the replica")?;
+        self.client.put(&self.key(&format!("replicas/{node}")), url, None).await.context("recording the replica")?;
         Ok(())
     }
 
@@ -205,8 +197,8 @@ impl Etcd {
     pub async fn mark_stopped(&mut self, node: &str, stopped: bool) -> anyhow::Result<()> {
         let key = self.key(&format!("stopped/{node}"));
         match stopped {
-            true => self.client.put(key, "", None).await.map(drop),
-            false => self.client.delete(key, None).await.map(drop),
+            true => self.client.put(&key, "", None).await,
+            false => self.client.delete(&key).await.map(drop),
         }
         .context("marking the node stopped")
     }
@@ -220,32 +212,28 @@ impl Etcd {
     /// the claim.
     pub async fn claim_failover(&mut self, dead: &str, by: &str, lease: i64) -> anyhow::Result<bool> {
         let key = self.key(&format!("failover/{dead}"));
-        let put = TxnOp::put(key.as_str(), by, Some(PutOptions::new().with_lease(lease)));
-        let txn = Txn::new().when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)]).and_then([put]);
-        Ok(self.client.txn(txn).await.context("claiming the failover")?.succeeded())
+        let put = TxnOp::Put { key: key.clone(), value: by.to_owned(), lease: Some(lease) };
+        self.client.txn(&[Compare::CreateRevision(key, 0)], &[put]).await.context("claiming the failover")
     }
 
     /// Gives the claim on `dead`'s failover up.
     pub async fn release_failover(&mut self, dead: &str) -> anyhow::Result<()> {
-        self.client.delete(self.key(&format!("failover/{dead}")), None).await.context("releasing the failover")?;
+        self.client.delete(&self.key(&format!("failover/{dead}"))).await.context("releasing the failover")?;
         Ok(())
     }
 
     /// The value of `PREFIX name`, if there is one.
     async fn value(&mut self, name: &str) -> anyhow::Result<Option<String>> {
-        let read = self.client.get(self.key(name), None).await.with_context(|| format!("reading `{name}` in etcd"))?;
-        read.kvs().first().map(|kv| Ok(kv.value_str()?.to_owned())).transpose()
+        let read = self.client.get(&self.key(name)).await.with_context(|| format!("reading `{name}` in etcd"))?;
+        read.map(|kv| Ok(kv.value_str()?.to_owned())).transpose()
     }
 
     /// Grants a lease of `ttl` and attaches `node`'s liveness key (its `address`) to it.
     pub async fn register(&mut self, node: &str, address: &str, ttl: Duration) -> anyhow::Result<i64> {
         let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
-        let lease = self.client.lease_grant(ttl, None).await.context("granting a lease in etcd")?.id();
+        let lease = self.client.lease_grant(ttl).await.context("granting a lease in etcd")?;
         let key = self.key(&format!("alive/{node}"));
-        self.client
-            .put(key, address, Some(PutOptions::new().with_lease(lease)))
-            .await
-            .context("registering this node's liveness in etcd")?;
+        self.client.put(&key, address, Some(lease)).await.context("registering this node's liveness in etcd")?;
         Ok(lease)
     }
 
@@ -253,20 +241,11 @@ impl Etcd {
     /// After each renewal, `renewed` is told until when it holds: the moment the renewal was
     /// sent plus the time to live etcd answered (etcd counts from later, when it got it).
     pub async fn keep_alive(&mut self, lease: i64, every: Duration, renewed: impl Fn(Instant)) -> anyhow::Error {
-        let (mut keeper, mut answers) = match self.client.lease_keep_alive(lease).await {
-            Ok(pair) => pair,
-            Err(err) => return anyhow::Error::new(err).context("renewing the lease"),
-        };
         loop {
             let sent = Instant::now();
-            if let Err(err) = keeper.keep_alive().await {
-                return anyhow::Error::new(err).context("renewing the lease");
-            }
             // No answer for a whole time to live: the lease has lapsed here anyway.
-            match tokio::time::timeout(every * 3, answers.message()).await {
-                Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
-                    renewed(sent + Duration::from_secs(answer.ttl().unsigned_abs()));
-                }
+            match tokio::time::timeout(every * 3, self.client.lease_keep_alive(lease)).await {
+                Ok(Ok(ttl)) if ttl > 0 => renewed(sent + Duration::from_secs(ttl.unsigned_abs())),
                 Ok(Ok(_)) => return anyhow::Error::new(Expired),
                 Ok(Err(err)) => return anyhow::Error::new(err).context("renewing the lease"),
                 Err(_) => return anyhow::anyhow!("etcd did not answer a renewal of the lease in time"),
@@ -282,8 +261,7 @@ impl Etcd {
     }
 
     /// A stream of every change under the prefix from now on.
-    pub async fn watch(&mut self) -> anyhow::Result<WatchStream> {
-        let prefix = self.prefix.clone();
-        self.client.watch(prefix, Some(WatchOptions::new().with_prefix())).await.context("watching the cluster map")
+    pub async fn watch(&mut self) -> anyhow::Result<Watch> {
+        self.client.watch_prefix(&self.prefix).await.context("watching the cluster map")
     }
 }

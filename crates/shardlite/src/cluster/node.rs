@@ -221,7 +221,7 @@ async fn follow(mut etcd: Etcd, cluster: Arc<Cluster>) {
                 // Read after the watch started, so that no change falls between the two.
                 refresh(&mut etcd, &cluster).await;
                 loop {
-                    match changes.message().await {
+                    match changes.next().await {
                         Ok(Some(_)) => refresh(&mut etcd, &cluster).await,
                         Ok(None) => break,
                         Err(err) => break tracing::warn!(%err, "watching the cluster map failed; watching again"),

@@ -5,9 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use shardlite_client::{Client, Op};
-use shardlite_server::cluster::ClusterMap;
 
 use super::{etcd, initial_owner, key, records, wait_for_version, Nodes, KEYS};
 use crate::common::client;
@@ -48,7 +46,7 @@ async fn a_cluster_client_sends_each_request_to_its_owner_and_follows_a_moved_pa
 
     // Partition 6 moves from n3 to n1 (map version 2); the client still follows version 1.
     let moved = (0..).map(|i| format!("moved-{i}").into_bytes()).find(|k| nodes.partition(k) == 6).unwrap();
-    move_partition(&etcd, 6, "n1").await;
+    etcd.reassign(6, "n1").await;
     for id in ["n1", "n2", "n3"] {
         wait_for_version(nodes.server(id), 2).await;
     }
@@ -61,7 +59,7 @@ async fn a_cluster_client_sends_each_request_to_its_owner_and_follows_a_moved_pa
 
     // A batch across every owner after partition 3 moved from n2 to n3 (version 3): the part
     // n2 refuses with 421 goes to n3 once the map is read again.
-    move_partition(&etcd, 3, "n3").await;
+    etcd.reassign(3, "n3").await;
     for id in ["n1", "n2", "n3"] {
         wait_for_version(nodes.server(id), 3).await;
     }
@@ -74,20 +72,6 @@ async fn a_cluster_client_sends_each_request_to_its_owner_and_follows_a_moved_pa
     assert_eq!(records(nodes.server("n3")).await[3], 1, "the moved partition's write is on its new owner");
     let n3 = client().get(nodes.server("n3").at("/metrics")).send().await.unwrap().text().await.unwrap();
     assert_eq!(request_count(&n3, "/kv/{key}", Some(421)), 1, "the one 421 that told the client of version 2");
-}
-
-/// Moves `partition` to `node` in the map: one etcd transaction on the map's revision, the
-/// version bumped (as `cluster move` will).
-async fn move_partition(etcd: &etcd::Etcd, partition: usize, node: &str) {
-    let mut etcd = etcd.client().await;
-    let read = etcd.get("/shardlite/map", None).await.unwrap();
-    let stored = &read.kvs()[0];
-    let mut map = ClusterMap::parse(stored.value_str().unwrap()).unwrap();
-    map.owners[partition] = node.into();
-    map.version += 1;
-    let compare = Compare::mod_revision("/shardlite/map", CompareOp::Equal, stored.mod_revision());
-    let put = TxnOp::put("/shardlite/map", map.to_text().unwrap(), None);
-    assert!(etcd.txn(Txn::new().when([compare]).and_then([put])).await.unwrap().succeeded());
 }
 
 /// Requests a node counted on `route` (of `status`, or all), from its `/metrics` text.

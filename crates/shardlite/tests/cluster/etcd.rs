@@ -4,6 +4,8 @@
 //! etcd comes from `SHARDLITE_TEST_ETCD` (CI sets it: `.ci/etcd`; then an etcd that does not
 //! start fails the test), else `etcd` on `PATH`; without one the tests print why and pass.
 
+use shardlite_etcd::{Compare, TxnOp};
+use shardlite_server::cluster::ClusterMap;
 use std::{
     net::TcpListener,
     path::{Path, PathBuf},
@@ -11,6 +13,9 @@ use std::{
     sync::atomic::{AtomicU32, Ordering},
     time::{Duration, Instant},
 };
+
+/// The map's key under the default prefix.
+const MAP: &str = "/shardlite/map";
 
 /// How long the members may take to elect a leader and answer.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -73,10 +78,7 @@ impl Etcd {
         let deadline = Instant::now() + START_TIMEOUT;
         let first = self.endpoints.split(',').next().unwrap().to_owned();
         loop {
-            let written = async {
-                let mut client = etcd_client::Client::connect([first.as_str()], None).await?;
-                client.put("/probe", "1", None).await
-            };
+            let written = async { shardlite_etcd::Client::new(&[first.as_str()])?.put("/probe", "1", None).await };
             if tokio::time::timeout(Duration::from_secs(2), written).await.is_ok_and(|w| w.is_ok()) {
                 return;
             }
@@ -88,9 +90,31 @@ impl Etcd {
     }
 
     /// A client of the cluster.
-    pub async fn client(&self) -> etcd_client::Client {
+    pub fn client(&self) -> shardlite_etcd::Client {
         let endpoints: Vec<&str> = self.endpoints.split(',').collect();
-        etcd_client::Client::connect(endpoints, None).await.unwrap()
+        shardlite_etcd::Client::new(&endpoints).unwrap()
+    }
+
+    /// The cluster map as etcd holds it, and the revision of its last change.
+    pub async fn map(&self) -> (ClusterMap, i64) {
+        let stored = self.client().get(MAP).await.unwrap().expect("a cluster map in etcd");
+        (ClusterMap::parse(stored.value_str().unwrap()).unwrap(), stored.mod_revision)
+    }
+
+    /// Writes `map` in one transaction on the map's revision `read_at`: whether it was still
+    /// at it (the write is refused otherwise).
+    pub async fn write_map(&self, map: &ClusterMap, read_at: i64) -> bool {
+        let (when, put) = ([Compare::ModRevision(MAP.into(), read_at)], [TxnOp::put(MAP, map.to_text().unwrap())]);
+        self.client().txn(&when, &put).await.unwrap()
+    }
+
+    /// Gives `partition` to `node` in the map, its version bumped (what a move or a failover
+    /// writes).
+    pub async fn reassign(&self, partition: usize, node: &str) {
+        let (mut map, read_at) = self.map().await;
+        map.owners[partition] = node.into();
+        map.version += 1;
+        assert!(self.write_map(&map, read_at).await, "the map changed meanwhile");
     }
 }
 

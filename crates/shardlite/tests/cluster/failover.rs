@@ -137,21 +137,13 @@ async fn a_node_without_its_lease_is_fenced_and_back_with_a_stale_map_it_forward
     assert_eq!(ready.status(), 503, "a fenced node is not ready");
 
     // Meanwhile the map gives partition 0 to n2 (what a failover does); n1 comes back.
-    let mut client = etcd_client::Client::connect([etcd.endpoints.split(',').next().unwrap()], None).await.unwrap();
+    let client = etcd.client();
     until("etcd sees n1's lease expire", || {
-        let mut client = client.clone();
-        async move { client.get("/shardlite/alive/n1", None).await.unwrap().kvs().is_empty() }
+        let client = client.clone();
+        async move { client.get("/shardlite/alive/n1").await.unwrap().is_none() }
     })
     .await;
-    let read = client.get("/shardlite/map", None).await.unwrap();
-    let kv = &read.kvs()[0];
-    let mut map = ClusterMap::parse(kv.value_str().unwrap()).unwrap();
-    map.owners[0] = "n2".into();
-    map.version += 1;
-    let txn = Txn::new()
-        .when([Compare::mod_revision("/shardlite/map", CompareOp::Equal, kv.mod_revision())])
-        .and_then([TxnOp::put("/shardlite/map", map.to_text().unwrap(), None)]);
-    assert!(client.txn(txn).await.unwrap().succeeded());
+    etcd.reassign(0, "n2").await;
     proxy.heal();
     until("n1 serves again", || async { http.get(n1.at("/readyz")).send().await.unwrap().status() == 200 }).await;
     // n2 holds no record of partition 0: n1 forwards, and its stale copy ("before") is not read.

@@ -27,10 +27,8 @@ mod moving;
 use std::{collections::BTreeMap, process::Command, time::Duration};
 
 use common::{client, Server, EXE};
-use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use serde_json::{json, Value};
 use shardlite_engine::KeyHasher;
-use shardlite_server::cluster::ClusterMap;
 
 const PARTITIONS: u32 = 8;
 /// The keys written through the nodes.
@@ -261,18 +259,11 @@ async fn nodes_refuse_a_data_directory_of_another_shape_and_follow_new_maps() {
     }
     // n3 stops; the map moves partition 6 (n3's) to n1, by a transaction on the previous revision.
     nodes.servers.remove("n3").unwrap().stop();
-    let mut etcd_client = etcd.client().await;
-    let read = etcd_client.get("/shardlite/map", None).await.unwrap();
-    let stored = &read.kvs()[0];
-    let mut map = ClusterMap::parse(stored.value_str().unwrap()).unwrap();
+    let (mut map, read_at) = etcd.map().await;
     map.owners[6] = "n1".into();
     map.version += 1;
-    let compare = Compare::mod_revision("/shardlite/map", CompareOp::Equal, stored.mod_revision());
-    let put = TxnOp::put("/shardlite/map", map.to_text().unwrap(), None);
-    let txn = etcd_client.txn(Txn::new().when([compare.clone()]).and_then([put.clone()])).await.unwrap();
-    assert!(txn.succeeded());
-    let again = etcd_client.txn(Txn::new().when([compare]).and_then([put])).await.unwrap();
-    assert!(!again.succeeded(), "a change on a stale revision is refused");
+    assert!(etcd.write_map(&map, read_at).await);
+    assert!(!etcd.write_map(&map, read_at).await, "a change on a stale revision is refused");
 
     // The running nodes follow version 2: partition 6 is served by n1.
     for id in ["n1", "n2"] {
