@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use crate::{
     commitlog::Durable,
+    dirlock::Shown,
     index::{entry, HashIndex},
     keyhash::KeyHasher,
     layout::Layout,
@@ -136,7 +137,9 @@ pub fn load(
         let (durable, lost) = (Durable { applied: part.applied, next_id: part.next_id }, part.lost);
         Ok((Mutex::new(part), durable, lost))
     })?;
-    lock.opened()?;
+    // The loader shows no record while it runs (the directory is its alone); what it leaves
+    // unsynced, the next open after a crash syncs before anything is shown.
+    lock.opened(Shown::OnlyDurable)?;
     let start = parts.iter().map(|p| p.lock().expect("fresh lock").loaded_to).min().unwrap_or(0);
     let end = start + count;
     let started = Instant::now();

@@ -1,24 +1,22 @@
 //! [`DirLock`]: one process at a time per data directory, and whether the last one closed it.
 //!
-//! `DIR/shardlite.lock` is held with an exclusive `flock` for as long as a store (or the bulk
-//! loader) has the directory open, so a second server or loader on the same directory is
-//! refused instead of corrupting the index files. `DIR/shardlite.open` marks a session whose
-//! partitions are open: created once they all are, removed once they are all closed again
-//! (closing checkpoints each log into its database and removes it). Finding the marker at open
-//! means the last session ended without closing — a crash or `kill -9` — which is when a
-//! missing write-ahead log can mean lost commits ([`crate::partition::wal`]). Both files are
-//! empty, so neither can be half written.
+//! - `DIR/shardlite.lock` is held with an exclusive `flock` while a store, the bulk loader or an
+//!   import has the directory open: a second one is refused instead of corrupting the files.
+//! - `DIR/shardlite.open` marks a session whose partitions are open, from when they all are
+//!   until they are all checkpointed at close. Found at open, it means the last session did not
+//!   close (a crash, `kill -9`, power loss): a missing write-ahead log may mean lost commits
+//!   ([`crate::partition::wal`]).
+//! - The marker says what that session showed ([`Shown`]): only durable states (`synchronous =
+//!   full`: nothing is answered, read or cached before it is durable) or maybe states not yet
+//!   durable. Only the latter, or a marker that does not read as the former (an older build's
+//!   empty marker, a torn one), start a new epoch: a crash then keeps every version valid
+//!   unless a state that was shown may really be gone (docs/design.md, "Versions").
 //!
-//! An open goes: take the lock ([`DirLock::acquire`], learning [`DirLock::unclean`]), read the
-//! commit log, then [`DirLock::begin`]: check every partition's WAL (unless the commit log
-//! judges missing WALs), start a new epoch if the last session may have lost state it had
-//! shown ([`Manifest::start_epoch`]: durable before the old session is forgotten, so a crash
-//! right after cannot hide it), forget the old session (the logs are vouched for); then open
-//! the partitions, and [`DirLock::opened`]. A close ends the session ([`DirLock::end_session`])
-//! once every partition is checkpointed, before their connections close and SQLite deletes the
-//! WALs; dropping the lock otherwise (a failed open) removes the marker too; a process killed
-//! before then leaves it. Dropped before `opening`, the lock leaves the old session's marker
-//! as it found it.
+//! An open: [`DirLock::acquire`] (learning [`DirLock::unclean`]), read the commit log, then
+//! [`DirLock::begin`] (check the WALs, start a new epoch if states shown may be lost, written
+//! before the old marker goes), open the partitions, [`DirLock::opened`]. A close ends the
+//! session ([`DirLock::end_session`]) once every partition is checkpointed, before SQLite
+//! deletes the WALs.
 
 use std::{
     fs::{File, OpenOptions},
@@ -26,18 +24,56 @@ use std::{
 };
 
 use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
 
 use crate::{
     layout::{self, Layout},
+    manifest::{checked_body, write_checksummed},
     partition::wal,
     Config, Error, Manifest, Result,
 };
+
+/// What a session may have shown (answered, let be read, cached) of the states it wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shown {
+    /// Only states already durable: a crash loses none of them.
+    OnlyDurable,
+    /// Maybe states not yet durable (`synchronous = normal` or `off`): a crash may lose some.
+    MaybeNotDurable,
+}
+
+impl Shown {
+    /// What a store running with `config` shows: with `synchronous = full` a commit is durable
+    /// before anything can read it (the commit log is flushed before the `COMMIT`; without it
+    /// SQLite syncs the log before the commit is visible), so it shows only durable states.
+    pub fn by(config: &Config) -> Self {
+        match config.synchronous {
+            crate::Synchronous::Full => Shown::OnlyDurable,
+            _ => Shown::MaybeNotDurable,
+        }
+    }
+}
+
+/// The marker's format version.
+const MARKER_FORMAT: u32 = 1;
+
+/// The open-session marker's content (checksummed TOML, as the manifest).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Marker {
+    format_version: u32,
+    shown: Shown,
+}
 
 /// The held lock of a data directory.
 #[derive(Debug)]
 pub struct DirLock {
     marker: PathBuf,
+    /// The last session did not close.
     unclean: bool,
+    /// ... and it may have shown states that its crash lost.
+    shown_lost: bool,
     /// `opening` was called: the marker is this session's to remove.
     session: bool,
     /// Held for as long as this value lives.
@@ -52,19 +88,27 @@ impl DirLock {
         let file = file.map_err(|e| Error::io(&path, &e))?;
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| Error::InUse { path })?;
         let marker = layout.open_marker();
-        Ok(Self { unclean: marker.exists(), marker, session: false, _lock: lock })
+        let unclean = marker.exists();
+        let shown_lost = unclean && read_marker(&marker) != Some(Shown::OnlyDurable);
+        Ok(Self { unclean, shown_lost, marker, session: false, _lock: lock })
     }
 
     /// Checks every partition's WAL against the last session ([`wal::check`]; skipped when
     /// `wal_checks` is false: the commit log judges what a missing WAL lost), starts a new epoch
-    /// in `manifest` (written to the directory) if that session did not close or lost commits,
+    /// in `manifest` (written to the directory) if that session may have shown states now lost
+    /// (it did not close and showed states before they were durable, or commits were lost),
     /// then forgets that session: what an open does before it opens the partitions.
     pub fn begin(&mut self, layout: &Layout, config: &Config, manifest: &mut Manifest, wal_checks: bool) -> Result<()> {
+        if self.unclean {
+            // What the last session wrote and never synced may sit in the page cache (a killed
+            // process): durable before this session shows any of it.
+            layout::sync_filesystem_of(layout.dir())?;
+        }
         let mut lost = false;
         for p in (0..manifest.partitions).filter(|_| wal_checks) {
             lost |= wal::check(layout, p, self.unclean, config.accept_wal_loss)?;
         }
-        if self.unclean || lost || manifest.needs_epoch() {
+        if self.shown_lost || lost || manifest.needs_epoch() {
             manifest.start_epoch();
             manifest.write(&layout.manifest())?;
         }
@@ -82,9 +126,10 @@ impl DirLock {
         remove(&self.marker)
     }
 
-    /// Every partition is open: marks the session, until the lock is dropped.
-    pub fn opened(&self) -> Result<()> {
-        File::create(&self.marker).and_then(|_| layout::sync_dir(&self.marker)).map_err(|e| Error::io(&self.marker, &e))
+    /// Every partition is open: marks the session, saying what it may show, until the lock is
+    /// dropped.
+    pub fn opened(&self, shown: Shown) -> Result<()> {
+        write_checksummed(&self.marker, &Marker { format_version: MARKER_FORMAT, shown })
     }
 
     /// Every partition is checkpointed (what another process's reader kept in a WAL stays there,
@@ -107,6 +152,13 @@ impl Drop for DirLock {
     }
 }
 
+/// What the marker at `path` says was shown, if it reads whole.
+fn read_marker(path: &Path) -> Option<Shown> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let marker: Marker = toml::from_str(checked_body(&text).ok()?).ok()?;
+    (marker.format_version == MARKER_FORMAT).then_some(marker.shown)
+}
+
 fn remove(marker: &Path) -> Result<()> {
     match std::fs::remove_file(marker) {
         Ok(()) => layout::sync_dir(marker).map_err(|e| Error::io(marker, &e)),
@@ -127,16 +179,44 @@ mod tests {
         assert!(!first.unclean());
         assert!(matches!(DirLock::acquire(&layout), Err(Error::InUse { .. })));
         first.opening().unwrap();
-        first.opened().unwrap();
+        first.opened(Shown::OnlyDurable).unwrap();
         drop(first);
         assert!(!layout.open_marker().exists());
 
         let mut second = DirLock::acquire(&layout).unwrap();
         assert!(!second.unclean());
         second.opening().unwrap();
-        second.opened().unwrap();
+        second.opened(Shown::OnlyDurable).unwrap();
         std::mem::forget(second); // as a crash would: no drop runs
         assert!(layout.open_marker().exists());
+    }
+
+    /// Only a marker that reads whole as "only durable" spares the next open a new epoch: one
+    /// saying otherwise, an older build's empty one and a damaged one all start one.
+    #[test]
+    fn the_marker_tells_whether_states_shown_may_be_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let left = |shown: Shown| {
+            let mut lock = DirLock::acquire(&layout).unwrap();
+            lock.opening().unwrap();
+            lock.opened(shown).unwrap();
+            lock.session = false; // as a crash: the marker stays, the lock goes with the process
+            drop(lock);
+            DirLock::acquire(&layout).unwrap()
+        };
+        let after = left(Shown::OnlyDurable);
+        assert!(after.unclean() && !after.shown_lost);
+        drop(after);
+        let after = left(Shown::MaybeNotDurable);
+        assert!(after.unclean() && after.shown_lost);
+        drop(after);
+        let text = std::fs::read_to_string(layout.open_marker()).unwrap();
+        for content in [String::new(), text.replace("maybe-not-durable", "only-durable")] {
+            std::fs::write(layout.open_marker(), content).unwrap();
+            let lock = DirLock::acquire(&layout).unwrap();
+            assert!(lock.unclean() && lock.shown_lost, "an unreadable marker counts as states lost");
+        }
     }
 
     #[test]

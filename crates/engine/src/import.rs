@@ -87,7 +87,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::import_runs::Origin;
 use crate::{
     bulk::{bulk_config, open_manifest, parallel},
-    dirlock::DirLock,
+    dirlock::{DirLock, Shown},
     import_runs::{record_at, run_records, write_record, RunRecord, Runs},
     index::entry,
     layout::{self, Layout},
@@ -434,7 +434,8 @@ fn open_parts(layout: &Layout, config: &Config, manifest: &mut Manifest) -> Resu
         let (durable, lost) = (state.durable(), state.lost);
         Ok((Mutex::new(Part { id: p, conn, state, build: None }), durable, lost))
     })?;
-    opened.lock.opened()?;
+    // As the bulk loader: nothing is shown while the import runs.
+    opened.lock.opened(Shown::OnlyDurable)?;
     Ok(opened)
 }
 

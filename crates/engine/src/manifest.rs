@@ -180,7 +180,7 @@ pub fn checked_body(text: &str) -> std::result::Result<&str, String> {
 pub const EPOCH_RANDOM_BITS: u32 = 20;
 
 /// An epoch begun now: the Unix time in seconds above [`EPOCH_RANDOM_BITS`] random bits.
-fn epoch_now() -> u64 {
+pub fn epoch_now() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
     (unix_seconds().max(1) << EPOCH_RANDOM_BITS) | (random & ((1 << EPOCH_RANDOM_BITS) - 1))

@@ -35,7 +35,7 @@ use crate::{
     checkpointer::{self, Checkpoints},
     commitlog::{CommitLog, LogStats},
     config::{IndexMode, JournalMode, Synchronous},
-    dirlock::DirLock,
+    dirlock::{DirLock, Shown},
     index::IndexPages,
     keyhash::{KeyHash, KeyHasher},
     layout::Layout,
@@ -212,8 +212,8 @@ impl Store {
         let Opened { lock, parts, log } =
             open_directory(&layout, &config, &mut manifest, config.uses_commit_log(), threads, |p, log| {
                 let (partition, start) = Partition::open(&layout, p, &config, &created, log)?;
-                let (durable, lost) = (partition.durable(), start.lost);
-                Ok(((Arc::clone(&partition), PartitionWriter::new(partition, start, hasher)), durable, lost))
+                let (durable, lost, kept) = (partition.durable(), start.lost, start.epoch);
+                Ok(((Arc::clone(&partition), PartitionWriter::new(partition, start, hasher), kept), durable, lost))
             })?;
         let log = log.map(Arc::new);
         let metrics = Arc::new(Metrics::default());
@@ -225,8 +225,8 @@ impl Store {
         let mut owned: Vec<Vec<u32>> = (0..threads).map(|_| Vec::new()).collect();
         let mut partitions = Vec::with_capacity(manifest.partitions as usize);
         let mut slots = Vec::with_capacity(manifest.partitions as usize);
-        for (p, (partition, writer)) in (0..).zip(parts) {
-            partition.set_epoch(manifest.epoch);
+        for (p, (partition, writer, kept)) in (0..).zip(parts) {
+            partition.set_epoch(manifest.epoch, kept);
             partitions.push(partition);
             slots.push(Slot::new(writer));
             owned[writer::owner(p, threads)].push(p);
@@ -270,7 +270,7 @@ impl Store {
             };
             spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, work))?
         };
-        lock.opened()?;
+        lock.opened(Shown::by(&config))?;
         let inline = log.as_ref().filter(|_| config.inline_writes_below > 0).map(|log| Inline {
             writing: Arc::clone(&writing),
             log: Arc::clone(log),

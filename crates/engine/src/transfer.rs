@@ -3,11 +3,13 @@
 //! versions, and the partition's `next_id`, so it never hands out an id the old owner gave.
 //! One stream is either the whole partition (the copy) or the records changed since the last
 //! stream (a round of catching up): the same layout, where a change may also say that the
-//! record of an id is gone (counter 0: a record's counter starts at 1).
+//! record of an id is gone (counter 0: a record's counter starts at 1). The epoch is the one
+//! the partition's versions carry, so that they stay the same on the new owner; 0 for a copy
+//! that may lack states its owner showed (a restored replica): the new owner gives it a new one.
 //!
 //! ```text
-//! magic   "SHLTMV2\n"                                                  8 bytes
-//! next_id u64, live u64 (the partition's records at the stream's moment)
+//! magic   "SHLTMV3\n"                                                  8 bytes
+//! next_id u64, live u64 (the partition's records at the stream's moment), epoch u64
 //! record  id u32 (never 0), counter u64, key length u32, value length u32, key, value
 //!         (counter 0, lengths 0: the record of this id is deleted)
 //! ...
@@ -20,9 +22,9 @@
 use crate::{Error, Result};
 
 /// The stream's first 8 bytes.
-pub const MAGIC: &[u8; 8] = b"SHLTMV2\n";
-/// Bytes before the first record: the magic, `next_id` and `live`.
-const START: usize = MAGIC.len() + 16;
+pub const MAGIC: &[u8; 8] = b"SHLTMV3\n";
+/// Bytes before the first record: the magic, `next_id`, `live` and the epoch.
+const START: usize = MAGIC.len() + 24;
 /// Bytes of a record's header: id u32, counter u64, key length u32, value length u32.
 const HEADER: usize = 20;
 /// Bytes of the end after its id 0: the record count u64 and the crc32c u32.
@@ -49,13 +51,14 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// Appends the stream's start, for a partition whose next id is `next_id` and which holds
-    /// `live` records.
-    pub fn start(&mut self, out: &mut Vec<u8>, next_id: u64, live: u64) {
+    /// Appends the stream's start, for a partition whose next id is `next_id`, which holds
+    /// `live` records and whose versions carry `epoch` (0: none to keep).
+    pub fn start(&mut self, out: &mut Vec<u8>, next_id: u64, live: u64, epoch: u64) {
         let from = out.len();
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&next_id.to_le_bytes());
         out.extend_from_slice(&live.to_le_bytes());
+        out.extend_from_slice(&epoch.to_le_bytes());
         self.sum(&out[from..]);
     }
 
@@ -103,6 +106,8 @@ pub struct Received {
     pub next_id: u64,
     /// Its records at the stream's moment.
     pub live: u64,
+    /// The epoch its versions carry (0: the new owner gives it a new one).
+    pub epoch: u64,
     /// The stream's entries (records and deletions).
     pub entries: u64,
 }
@@ -112,8 +117,8 @@ pub struct Received {
 pub struct Decoder {
     buf: Vec<u8>,
     crc: u32,
-    /// `next_id` and `live`, once the start is read.
-    start: Option<(u64, u64)>,
+    /// `next_id`, `live` and the epoch, once the start is read.
+    start: Option<(u64, u64, u64)>,
     records: u64,
     ended: Option<[u8; END]>,
 }
@@ -131,7 +136,8 @@ impl Decoder {
             if &self.buf[..MAGIC.len()] != MAGIC {
                 return Err(damaged("it does not start as a partition transfer of this version"));
             }
-            self.start = Some((u64_at(&self.buf, MAGIC.len()), u64_at(&self.buf, MAGIC.len() + 8)));
+            let field = |n: usize| u64_at(&self.buf, MAGIC.len() + 8 * n);
+            self.start = Some((field(0), field(1), field(2)));
             at = START;
         }
         while self.ended.is_none() && self.buf.len() - at >= 4 {
@@ -171,7 +177,7 @@ impl Decoder {
 
     /// The stream is over: what it said, once its end and checksum are found whole and right.
     pub fn finish(self) -> Result<Received> {
-        let (Some((next_id, live)), Some(end)) = (self.start, self.ended) else {
+        let (Some((next_id, live, epoch)), Some(end)) = (self.start, self.ended) else {
             return Err(damaged("it ended before its end marker (cut short)"));
         };
         let records = u64_at(&end, 0);
@@ -182,7 +188,7 @@ impl Decoder {
                 self.records, self.crc
             )));
         }
-        Ok(Received { next_id, live, entries: records })
+        Ok(Received { next_id, live, epoch, entries: records })
     }
 }
 
@@ -204,7 +210,7 @@ mod tests {
 
     fn stream() -> Vec<u8> {
         let (mut out, mut enc) = (Vec::new(), Encoder::default());
-        enc.start(&mut out, 42, 2);
+        enc.start(&mut out, 42, 2, 77);
         enc.record(&mut out, 3, 7, b"key", b"value");
         enc.record(&mut out, 9, 1, b"k2", b"");
         enc.deleted(&mut out, 5);
@@ -221,7 +227,7 @@ mod tests {
             assert_eq!(records.len(), 3);
             assert_eq!(records[0], Moved { id: 3, counter: 7, key: b"key".to_vec(), value: b"value".to_vec() });
             assert_eq!(records[2], Moved { id: 5, counter: 0, key: Vec::new(), value: Vec::new() });
-            assert_eq!(dec.finish().unwrap(), Received { next_id: 42, live: 2, entries: 3 });
+            assert_eq!(dec.finish().unwrap(), Received { next_id: 42, live: 2, epoch: 77, entries: 3 });
         }
     }
 

@@ -1,14 +1,16 @@
 //! A partition moved between two stores the way a cluster's move does it (docs/cluster.md,
 //! "Moving a partition"): the copy streamed from one snapshot while writes go on, then a round
 //! of the ids changed since; the new owner ends with exactly the old owner's records (ids,
-//! counters, values, `next_id`) whatever was written, updated or deleted during the copy, its
-//! index and `meta` agree with them (`check`), and the old owner's stale copy is emptied.
+//! counters, values, `next_id`, and so every version: the epoch too) whatever was written,
+//! updated or deleted during the copy, its index and `meta` agree with them (`check`), and the
+//! old owner's stale copy is emptied. A copy of a database file outside any store (a restored
+//! replica) is given a new epoch instead.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::{key, partitions, small_config, value};
-use shardlite_engine::{Condition, IndexMode, MovePart, Store};
+use shardlite_engine::{layout::Layout, Condition, IndexMode, MovePart, Store};
 
 /// Every record of the one partition: (key, id, counter, value).
 fn records(store: &Store) -> Vec<(Vec<u8>, u64, u64, Vec<u8>)> {
@@ -81,13 +83,17 @@ fn writes_updates_and_deletes_during_the_copy_all_reach_the_new_owner() {
         assert_eq!(last, 1, "{mode}: the write made during the first round comes in the next");
 
         assert_eq!(records(&target), records(&source), "{mode}");
-        for i in [0, 4, 10, 30, 45, 100, 260, 302, 310, 400] {
+        let moved = [0, 4, 10, 30, 45, 100, 260, 302, 310, 400];
+        for i in moved {
             let (got, want) = (target.get(&key(i)).unwrap(), source.get(&key(i)).unwrap());
-            assert_eq!(
-                got.map(|r| (r.version.id, r.version.counter, r.value)),
-                want.map(|r| (r.version.id, r.version.counter, r.value)),
-                "{mode}: key {i}"
-            );
+            assert_eq!(got, want, "{mode}: key {i}: the same value under the same tag");
+        }
+        assert_ne!(target.manifest().epoch, source.manifest().epoch);
+        // Kept across a reopen of the new owner.
+        drop(target);
+        let target = Store::open(b.path(), small_config()).unwrap();
+        for i in moved {
+            assert_eq!(target.get(&key(i)).unwrap(), source.get(&key(i)).unwrap(), "{mode}: key {i} after a reopen");
         }
         let check = target.check().unwrap().remove(0);
         assert!(check.is_ok(), "{mode}: {check:?}");
@@ -107,6 +113,42 @@ fn writes_updates_and_deletes_during_the_copy_all_reach_the_new_owner() {
         assert_eq!((records(&source), source.get(&key(0)).unwrap()), (Vec::new(), None));
         assert!(source.check().unwrap()[0].is_ok());
     }
+}
+
+/// A copy sent from a database file (what a failover restores from a replica) may lack states
+/// its owner showed: its versions take a new epoch, neither the old owner's nor the new one's
+/// directory's. And a kept epoch lasts only while its directory keeps its own: after a crash
+/// that may have lost shown states (`synchronous = off` here) the partition takes the new one.
+#[test]
+fn a_restored_copy_gets_a_new_epoch_and_a_kept_one_ends_with_its_directorys() {
+    let (a, b, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let source = Store::create(a.path(), partitions(1), small_config()).unwrap();
+    let target = Store::create(b.path(), partitions(1), small_config()).unwrap();
+    (0..20).for_each(|i| put(&source, i, 1));
+    let old = source.get(&key(3)).unwrap().unwrap().version;
+    drop(source); // checkpointed into its database file
+    let file = c.path().join("p0000.db");
+    std::fs::copy(Layout::new(a.path()).db(0), &file).unwrap();
+    let mut pieces = Vec::new();
+    shardlite_engine::send_database(&file, 128, |piece| {
+        pieces.push(piece);
+        Ok(())
+    })
+    .unwrap();
+    let mut adoption = target.adopt(0, MovePart::Copy).unwrap();
+    pieces.iter().for_each(|piece| adoption.push(&target, piece).unwrap());
+    adoption.finish(&target).unwrap();
+    let restored = target.get(&key(3)).unwrap().unwrap().version;
+    assert_eq!((restored.id, restored.counter), (old.id, old.counter));
+    assert!(![old.epoch, target.manifest().epoch].contains(&restored.epoch), "{restored} against {old}");
+
+    let crashed = c.path().join("crashed");
+    common::crash_copy(b.path(), &crashed);
+    drop(target);
+    let reopened = Store::open(&crashed, small_config()).unwrap();
+    let after = reopened.get(&key(3)).unwrap().unwrap().version;
+    assert_eq!(after.epoch, reopened.manifest().epoch, "the directory's new epoch");
+    assert_ne!(after.epoch, restored.epoch);
 }
 
 #[test]

@@ -10,13 +10,16 @@
 //!
 //! - every 2xx write answers an entity tag never given to that key before (`ETag`, batch
 //!   `etag`), and a batch answers the update counter the known state predicts;
-//! - a compare-and-set with the key's current tag succeeds; with any earlier tag of the key —
-//!   of its earlier lives, or from before a restart — it is answered 412 with the current tag;
+//! - a compare-and-set with the key's current tag succeeds; with any earlier tag of the key (of
+//!   its earlier lives) it is answered 412 with the current tag;
 //! - after a restart the key holds its last acknowledged value (or is absent), or, if a write
 //!   to it was in flight when the server died (sent, no answer), the value that write would
 //!   have produced: an unanswered request may or may not have been applied, but it is never
-//!   applied wrongly; and since the server was killed, the directory is in a new epoch: the
-//!   tag a read answers is one the key never had;
+//!   applied wrongly;
+//! - a key not written since the kill keeps its tag (`synchronous = full` shows nothing before
+//!   it is durable, so the kill lost no state shown): a read answers the tag known before, and
+//!   `If-Match` with it answers 200; a write in flight that was applied answers a tag the key
+//!   never had;
 //! - writes answered 412 or 404 change nothing;
 //! - a batch that got no answer is all-or-nothing per partition: its operations whose keys fall
 //!   in the same partition (one transaction, `docs/http-api.md`) are either all visible after
@@ -174,10 +177,22 @@ async fn verify(server: &Server, hasher: &KeyHasher, logs: &mut [Vec<KeyLog>], r
                     log.acked, log.in_flight
                 )
             };
-            match tag {
-                // The server was killed: a new epoch, so the tag is one the key never had.
-                Some(tag) if round > 0 => log.new_tag(tag, &format!("round {round}, key {id}, after the restart")),
-                tag => log.tag = tag,
+            match (applied, tag) {
+                // The write in flight took effect: a state never shown, under a tag never given.
+                (true, Some(tag)) => log.new_tag(tag, &format!("round {round}, key {id}, after the restart")),
+                (true, None) => log.tag = None,
+                // Nothing shown under `full` was lost: the kill changed no tag.
+                (false, tag) => {
+                    assert_eq!(tag, log.tag, "round {round}, key {id}: the record was not written since the kill");
+                    if let Some(tag) = &tag {
+                        let matched = client.get(server.kv(&key(id))).header(header::IF_MATCH, tag).send().await;
+                        assert_eq!(
+                            matched.unwrap().status(),
+                            StatusCode::OK,
+                            "round {round}, key {id}: If-Match {tag}"
+                        );
+                    }
+                }
             }
             if let Some(in_flight) = log.in_flight.take() {
                 unanswered += 1;

@@ -13,7 +13,7 @@
 //! A recorded run is several server sessions on one directory ([`SESSIONS`]), all under the
 //! shim, appending to one log: the first creates the directory and is SIGKILLed under load; the
 //! second recovers it (with `full`: replays the commit log, `syncfs`, writes `commit.base`,
-//! recycles the old segments; starts a new epoch), reads every key — settling the writes the kill left
+//! recycles the old segments; keeps the epoch), reads every key — settling the writes the kill left
 //! unanswered — takes load and is SIGKILLed too; the third recovers, takes load and stops
 //! cleanly (SIGTERM: checkpoints, the log removed, its segment kept as the spare); the fourth
 //! reopens the cleanly closed directory (adopting the spare), takes load and is SIGKILLed. The
@@ -448,7 +448,8 @@ async fn run(synchronous: &'static str) -> Option<Report> {
             *count += usize::from(keep);
             keep
         };
-        let (judged, failures) = cut(&files, &keys, t, &root.join(format!("cut-{i:03}")), keep);
+        let tags_kept = synchronous == "full";
+        let (judged, failures) = cut(&files, &keys, t, tags_kept, &root.join(format!("cut-{i:03}")), keep);
         report.cuts.push(Cut { t, survival, session, phase, before_creation, judged, failures: failures.len() });
         report.failures.extend(failures.into_iter().map(|f| (i, f)));
     }
@@ -541,7 +542,7 @@ async fn record(data: &Path, log_path: &Path, shim: &Path, synchronous: &str, rn
                 })
                 .collect();
         }
-        let settled = settle(&server, &mut keys, number, &mut restarts).await;
+        let settled = settle(&server, &mut keys, number, synchronous == "full", &mut restarts).await;
 
         let load = now();
         let tasks: Vec<_> = std::mem::take(&mut keys)
@@ -572,12 +573,14 @@ async fn record(data: &Path, log_path: &Path, shim: &Path, synchronous: &str, rn
 /// After a restart (session `number`, 0-based; nothing to do for the first): reads every key.
 /// It must hold its last acknowledged state, or that of its write the kill left unanswered,
 /// which the read settles (applied or not, from the read's answer on); the operations of an
-/// unanswered batch in one partition must be all applied or none. Anything else is noted in
-/// `findings`. Returns (writes settled, of them applied).
+/// unanswered batch in one partition must be all applied or none; with `tags_kept`, a key that
+/// holds its acknowledged state answers the tag that state was given. Anything else is noted
+/// in `findings`. Returns (writes settled, of them applied).
 async fn settle(
     server: &Server,
     keys: &mut [Vec<KeyHistory>],
     number: usize,
+    tags_kept: bool,
     findings: &mut Vec<String>,
 ) -> (usize, usize) {
     if number == 0 {
@@ -590,6 +593,7 @@ async fn settle(
     for k in keys.iter_mut().flatten() {
         let name = String::from_utf8_lossy(&k.key).into_owned();
         let resp = http.get(server.kv(&k.key)).send().await.unwrap();
+        let tag = resp.headers().get(reqwest::header::ETAG).map(|t| t.to_str().unwrap().to_owned());
         let found = match resp.status() {
             StatusCode::NOT_FOUND => None,
             StatusCode::OK => Some(resp.bytes().await.unwrap().to_vec()),
@@ -598,7 +602,15 @@ async fn settle(
         let at = now();
         let open = k.writes.last().is_some_and(|w| w.answered.is_none() && w.settled.is_none());
         let before = k.writes[..k.writes.len() - usize::from(open)].iter().rev().find(|w| !w.void_at(u64::MAX));
+        let given = before.and_then(|w| w.tag.clone());
         let before = before.and_then(|w| w.state.clone());
+        if tags_kept && found.is_some() && found == before && tag != given {
+            findings.push(format!(
+                "session {}: key {name} holds {} under the tag {tag:?} after the restart; it was given {given:?}",
+                number + 1,
+                history::show(&found),
+            ));
+        }
         if open {
             let w = k.writes.last_mut().unwrap();
             let is_applied = if found == before {
@@ -616,6 +628,9 @@ async fn settle(
                 continue;
             };
             w.settled = Some((at, is_applied));
+            if is_applied {
+                w.tag = tag;
+            }
             settled += 1;
             applied += usize::from(is_applied);
             if let Some(batch) = w.batch {
@@ -766,11 +781,12 @@ fn cut(
     files: &BTreeMap<String, Vec<u8>>,
     keys: &[KeyHistory],
     t: u64,
+    tags_kept: bool,
     dir: &Path,
     keep: impl FnOnce(&[Failure]) -> bool,
 ) -> (Judged, Vec<Failure>) {
     if !files.contains_key(MANIFEST) {
-        return history::judge(keys, t, |_| None);
+        return history::judge(keys, t, tags_kept, |_| None);
     }
     let (checked, opened) = (dir.join("checked"), dir.join("opened"));
     for copy in [&checked, &opened] {
@@ -794,7 +810,8 @@ fn cut(
     };
     let judged = match store {
         Ok(store) => {
-            let (judged, found) = history::judge(keys, t, |key| store.get(key).unwrap().map(|r| r.value));
+            let found = |key: &[u8]| store.get(key).unwrap().map(|r| (r.value, format!("\"{}\"", r.version)));
+            let (judged, found) = history::judge(keys, t, tags_kept, found);
             failures.extend(found);
             store.close();
             judged
@@ -919,7 +936,7 @@ async fn single(
         let status = if before.is_some() { StatusCode::OK } else { StatusCode::CREATED };
         (http.put(&target).body(v.clone()), status, Some(v))
     };
-    k.writes.push(Write { sent: now(), answered: None, settled: None, state, batch: None });
+    k.writes.push(Write { sent: now(), answered: None, settled: None, state, tag: None, batch: None });
     let Ok(resp) = request.send().await else { return false };
     let answered = now();
     if resp.status() == StatusCode::SERVICE_UNAVAILABLE {
@@ -927,7 +944,10 @@ async fn single(
         return true;
     }
     assert_eq!(resp.status(), expect, "key {}: known {}", String::from_utf8_lossy(&k.key), history::show(&before));
-    k.writes.last_mut().unwrap().answered = Some(answered);
+    let tag = resp.headers().get(reqwest::header::ETAG).map(|t| t.to_str().unwrap().to_owned());
+    let write = k.writes.last_mut().unwrap();
+    write.answered = Some(answered);
+    write.tag = tag.filter(|_| write.state.is_some());
     true
 }
 
@@ -951,7 +971,7 @@ async fn batch(http: &reqwest::Client, url: &str, tag: Tag, keys: &mut [KeyHisto
             let status = if before.is_some() { 200 } else { 201 };
             (json!({"op": "put", "key": hex_key, "value": hex::encode(&v)}), status, Some(v))
         };
-        k.writes.push(Write { sent: 0, answered: None, settled: None, state, batch: Some(id) });
+        k.writes.push(Write { sent: 0, answered: None, settled: None, state, tag: None, batch: Some(id) });
         ops.push(op);
         expected.push((j, status));
     }
@@ -973,7 +993,9 @@ async fn batch(http: &reqwest::Client, url: &str, tag: Tag, keys: &mut [KeyHisto
             continue;
         }
         assert_eq!(result["status"], status, "batch {id}: {result}");
-        keys[j].writes.last_mut().unwrap().answered = Some(answered);
+        let write = keys[j].writes.last_mut().unwrap();
+        write.answered = Some(answered);
+        write.tag = result["etag"].as_str().filter(|_| write.state.is_some()).map(str::to_owned);
     }
     true
 }

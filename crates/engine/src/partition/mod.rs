@@ -50,9 +50,12 @@ pub struct Partition {
     pub wal_path: PathBuf,
     /// How records are found by key.
     pub mode: IndexMode,
-    /// The directory's epoch, part of every version this partition shows (set once the
-    /// directory is open: an open may start a new one after the partitions).
+    /// The epoch of every version this partition shows: the directory's, or the one it kept
+    /// when it moved here ([`Epoch`]); set once the directory is open (an open may start a new
+    /// one after the partitions).
     epoch: AtomicU64,
+    /// The directory's epoch.
+    directory_epoch: AtomicU64,
     /// The compact index (mode `hash` only).
     pub index: Option<HashIndex>,
     /// Read-only connections for lookups.
@@ -112,6 +115,26 @@ pub struct WriterStart {
     pub records: u64,
     /// Commits known durable were missing and their loss was accepted (`accept_wal_loss`).
     pub lost: bool,
+    /// The epoch it kept when it moved here, if its `meta` holds one.
+    pub epoch: Option<Epoch>,
+}
+
+/// An epoch a partition kept when it moved here from another node, as its `meta` holds it:
+/// its versions carry it for as long as the directory stays at the epoch it had then. Once the
+/// directory starts a new one (states it showed may be lost), the partition takes that one too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epoch {
+    /// The epoch the partition's versions carry.
+    pub kept: u64,
+    /// The directory's epoch when it was kept.
+    pub directory: u64,
+}
+
+impl Epoch {
+    /// The epoch a partition shows: the one it kept while the directory is still at `directory`.
+    pub fn shown(kept: Option<Epoch>, directory: u64) -> u64 {
+        kept.filter(|k| k.directory == directory).map_or(directory, |k| k.kept)
+    }
 }
 
 /// A partition's running totals.
@@ -155,6 +178,7 @@ impl Partition {
             wal_path: layout.wal(id),
             mode: manifest.index,
             epoch: AtomicU64::new(0),
+            directory_epoch: AtomicU64::new(0),
             index,
             poison: Mutex::new(None),
             counters: Counters::default(),
@@ -172,7 +196,8 @@ impl Partition {
             departure: Departure::default(),
         });
         partition.counters.records.store(records, Ordering::Relaxed);
-        Ok((partition, WriterStart { conn, next_id, records, lost }))
+        let epoch = sql::kept_epoch(&conn)?;
+        Ok((partition, WriterStart { conn, next_id, records, lost, epoch }))
     }
 
     /// Reads a record by key through the partition's index and read pool.
@@ -245,9 +270,16 @@ impl Partition {
         }
     }
 
-    /// Sets the directory's epoch (before the partition serves).
-    pub fn set_epoch(&self, epoch: u64) {
-        self.epoch.store(epoch, Ordering::Relaxed);
+    /// Sets the partition's epoch from the directory's and what its `meta` holds (before the
+    /// partition serves, and when a partition moves here).
+    pub fn set_epoch(&self, directory: u64, kept: Option<Epoch>) {
+        self.directory_epoch.store(directory, Ordering::Relaxed);
+        self.epoch.store(Epoch::shown(kept, directory), Ordering::Relaxed);
+    }
+
+    /// The directory's epoch.
+    pub fn directory_epoch(&self) -> u64 {
+        self.directory_epoch.load(Ordering::Relaxed)
     }
 
     /// The version of record `id` at `counter`.

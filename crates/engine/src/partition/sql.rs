@@ -15,7 +15,8 @@
 //!   rows). No id is ever reused: a deleted id is below a noted `next_id`. Format 1 noted
 //!   every transaction that changed the counts; its databases read the same, and are marked 2
 //!   at their first open by a writer (a build of format 1 would reuse ids of a format 2
-//!   database, so it refuses one).
+//!   database, so it refuses one). `epoch` and `epoch_directory`: the epoch a partition that
+//!   moved here kept ([`super::Epoch`]), absent otherwise.
 //! - `tombstones(seq, id)`: deleted ids still present in the index file, dropped by the next
 //!   index merge.
 //! - index mode `sqlite` adds `UNIQUE INDEX records_key ON records(key)`.
@@ -525,6 +526,26 @@ pub fn integrity_check_table(conn: &Connection, table: &str) -> Result<String> {
 /// How far into the commit log this database has applied (0: nothing logged yet).
 pub fn log_applied(conn: &Connection) -> Result<u64> {
     Ok(meta_value(conn, "log_applied")?.map_or(0, |v| v as u64))
+}
+
+/// The epoch the partition kept when it moved here (`meta.epoch`, `meta.epoch_directory`).
+pub fn kept_epoch(conn: &Connection) -> Result<Option<super::Epoch>> {
+    let (kept, directory) = (meta_value(conn, "epoch")?, meta_value(conn, "epoch_directory")?);
+    Ok(kept.zip(directory).map(|(kept, directory)| super::Epoch { kept: kept as u64, directory: directory as u64 }))
+}
+
+/// Stores the epoch the partition keeps, or (`None`) forgets it: inside a transaction.
+pub fn keep_epoch(conn: &Connection, epoch: Option<super::Epoch>) -> Result<()> {
+    match epoch {
+        Some(e) => {
+            set_meta_value(conn, "epoch", e.kept as i64)?;
+            set_meta_value(conn, "epoch_directory", e.directory as i64)
+        }
+        None => {
+            conn.execute("DELETE FROM meta WHERE name IN ('epoch', 'epoch_directory')", [])?;
+            Ok(())
+        }
+    }
 }
 
 /// Every named value of `meta`.

@@ -59,7 +59,8 @@ impl Store {
         // A round of changes reads few records: it need not wait for the WAL to start over
         // (the last round runs under the freeze).
         let _reading = changed.is_none().then(|| handle.long_read());
-        send_snapshot(&handle.readers.open_own()?, changed, piece, send)
+        let epoch = handle.version(0, 0).epoch;
+        send_snapshot(&handle.readers.open_own()?, changed, epoch, piece, send)
     }
 
     /// Whether a move is copying `partition` away (the ids its commits change are noted).
@@ -120,22 +121,26 @@ impl Store {
 }
 
 /// Writes the partition database at `path`, which no store has open, as the copy of a transfer
-/// stream, as [`Store::send_partition`] does for an open partition.
+/// stream, as [`Store::send_partition`] does for an open partition. Such a copy (a restored
+/// replica) may lack states its owner showed: it carries no epoch, so its new owner gives it a
+/// new one.
 pub fn send_database(path: &Path, piece: usize, send: impl FnMut(Vec<u8>) -> Result<()>) -> Result<()> {
-    send_snapshot(&sql::open_reader(path, &Config::inspection())?, None, piece, send)
+    send_snapshot(&sql::open_reader(path, &Config::inspection())?, None, 0, piece, send)
 }
 
-/// One read transaction on `conn` as a transfer stream, in pieces of about `piece` bytes: every
-/// record, or (`changed`) the records of those ids, a deletion for each id no longer there.
+/// One read transaction on `conn` as a transfer stream of versions at `epoch`, in pieces of
+/// about `piece` bytes: every record, or (`changed`) the records of those ids, a deletion for
+/// each id no longer there.
 fn send_snapshot(
     conn: &Connection,
     changed: Option<BTreeSet<u32>>,
+    epoch: u64,
     piece: usize,
     mut send: impl FnMut(Vec<u8>) -> Result<()>,
 ) -> Result<()> {
     let (next_id, live) = sql::begin_snapshot(conn)?;
     let (mut out, mut encoder) = (Vec::with_capacity(piece + 4096), Encoder::default());
-    encoder.start(&mut out, next_id, live);
+    encoder.start(&mut out, next_id, live, epoch);
     let mut pass = |out: &mut Vec<u8>| match out.len() >= piece {
         true => send(std::mem::replace(out, Vec::with_capacity(piece + 4096))),
         false => Ok(()),
@@ -201,7 +206,8 @@ impl Adoption {
         let received = decoder.finish()?;
         self.insert(store)?;
         let (next_id, records, rebuild) = (received.next_id, received.live, self.part == MovePart::Copy);
-        store.adopt_step(self.partition, Adopt::Finish { next_id, records, rebuild })?;
+        let epoch = received.epoch;
+        store.adopt_step(self.partition, Adopt::Finish { next_id, records, rebuild, epoch })?;
         Ok(received)
     }
 

@@ -19,6 +19,10 @@
 //! is known never to have been applied from then on, and finding it later is a failure. A cut
 //! before the read (in the gap between sessions, or during the recovery that would have settled
 //! it) still sees it in flight.
+//!
+//! With `synchronous = full` a key that holds the state of its last acknowledged write must
+//! also answer the tag that write was given (or that the read settling it found): nothing shown
+//! was lost, so no tag changed.
 
 use std::collections::BTreeMap;
 
@@ -34,6 +38,8 @@ pub struct Write {
     pub settled: Option<(u64, bool)>,
     /// The key's state after it: the value, or `None` (deleted).
     pub state: Option<Vec<u8>>,
+    /// The tag its answer gave (a PUT's), or the read that settled it applied.
+    pub tag: Option<String>,
     /// The batch it was part of.
     pub batch: Option<u64>,
 }
@@ -89,6 +95,8 @@ pub enum Failure {
     Revived { key: String, expected: String, found: String },
     /// An unanswered batch is applied in part within one partition.
     TornBatch { batch: u64, partition: u32, keys: Vec<(String, Applied)> },
+    /// A key holds the state of its last acknowledged write under another tag than it was given.
+    TagChanged { key: String, given: String, found: String },
 }
 
 impl std::fmt::Display for Failure {
@@ -109,6 +117,9 @@ impl std::fmt::Display for Failure {
                 "key {key}: expected {expected}, found {found}: the state of an unanswered write that a read after a \
                  restart found not applied"
             ),
+            Failure::TagChanged { key, given, found } => {
+                write!(f, "key {key}: its state was given the tag {given}, and is found under {found}")
+            }
             Failure::TornBatch { batch, partition, keys } => {
                 write!(f, "batch {batch} half applied in partition {partition}: {keys:?}")?;
                 if self.explained_by_a_loss() {
@@ -166,8 +177,15 @@ pub struct Judged {
     pub applied: usize,
 }
 
-/// Judges every key against `found` (what the rebuilt store holds for a key) at cut `t`.
-pub fn judge(keys: &[KeyHistory], t: u64, mut found: impl FnMut(&[u8]) -> Option<Vec<u8>>) -> (Judged, Vec<Failure>) {
+/// Judges every key against `found` (what the rebuilt store holds for a key: its value and
+/// tag) at cut `t`; with `tags_kept`, a key holding its last acknowledged state must answer
+/// that state's tag.
+pub fn judge(
+    keys: &[KeyHistory],
+    t: u64,
+    tags_kept: bool,
+    mut found: impl FnMut(&[u8]) -> Option<(Vec<u8>, String)>,
+) -> (Judged, Vec<Failure>) {
     let mut judged = Judged::default();
     let mut failures = Vec::new();
     // (batch, partition) -> (key, applied) of its operations in flight at t.
@@ -181,8 +199,14 @@ pub fn judge(keys: &[KeyHistory], t: u64, mut found: impl FnMut(&[u8]) -> Option
         assert!(unanswered.next().is_none(), "key {name}: two writes in flight at once");
         judged.acknowledged += usize::from(acked.is_some());
         judged.in_flight += usize::from(in_flight.is_some());
-        let state = found(&k.key);
+        let (state, tag) = found(&k.key).unzip();
         let applied = if state == expected {
+            let given = acked.and_then(|i| k.writes[i].tag.as_ref());
+            if let (true, Some(given), Some(tag)) = (tags_kept, given, &tag) {
+                if given != tag {
+                    failures.push(Failure::TagChanged { key: name.clone(), given: given.clone(), found: tag.clone() });
+                }
+            }
             Applied::No
         } else if in_flight.is_some_and(|w| w.state == state) {
             judged.applied += 1;
@@ -225,7 +249,8 @@ mod tests {
     use super::*;
 
     fn write(sent: u64, answered: Option<u64>, state: &str) -> Write {
-        Write { sent, answered, settled: None, state: Some(state.as_bytes().to_vec()), batch: None }
+        let tag = Some(format!("tag-{state}"));
+        Write { sent, answered, settled: None, state: Some(state.as_bytes().to_vec()), tag, batch: None }
     }
 
     fn key(writes: Vec<Write>) -> Vec<KeyHistory> {
@@ -233,7 +258,17 @@ mod tests {
     }
 
     fn failures(keys: &[KeyHistory], t: u64, found: &str) -> Vec<Failure> {
-        judge(keys, t, |_| Some(found.as_bytes().to_vec())).1
+        judge(keys, t, true, |_| Some((found.as_bytes().to_vec(), format!("tag-{found}")))).1
+    }
+
+    /// The state of the last acknowledged write under another tag is a finding.
+    #[test]
+    fn a_state_found_under_another_tag_is_a_finding() {
+        let keys = key(vec![write(0, Some(10), "a")]);
+        let found = |tag: &'static str| move |_: &[u8]| Some((b"a".to_vec(), tag.to_owned()));
+        assert!(judge(&keys, 20, true, found("tag-a")).1.is_empty());
+        assert!(matches!(judge(&keys, 20, true, found("tag-x")).1[..], [Failure::TagChanged { .. }]));
+        assert!(judge(&keys, 20, false, found("tag-x")).1.is_empty(), "not asked for");
     }
 
     /// A write a kill left unanswered (sent at 20) is in flight until the read after the

@@ -9,6 +9,10 @@
 //!
 //! Emptying is also how the old owner drops its stale copy once the map names the new owner.
 //!
+//! The partition keeps the epoch its versions carried on the old owner (noted in `meta` with
+//! the counts), so that every tag the old owner gave still names the same state here; a copy
+//! that may lack states shown before (a restored replica) gets a new epoch instead.
+//!
 //! `meta.log_applied` is set past everything the commit log holds at the end: a transaction the
 //! log may still hold for this partition from an earlier ownership is older than the adopted
 //! records and must never be replayed onto them.
@@ -21,7 +25,8 @@ use crate::{
     commitlog::CommitLog,
     config::{IndexMode, TxMode},
     index::entry,
-    partition::sql,
+    manifest::epoch_now,
+    partition::{sql, Epoch},
     transfer::Moved,
     Config, Result, Synchronous,
 };
@@ -35,8 +40,8 @@ pub enum Adopt {
     Records(Vec<Moved>),
     /// Apply these changes of a round of catching up (deletions first).
     Changes(Vec<Moved>),
-    /// A stream is in whole: note `next_id` and the record count durably; after the copy,
-    /// rebuild the index (the rounds of changes keep it up to date themselves).
+    /// A stream is in whole: note `next_id`, the record count and the epoch durably; after the
+    /// copy, rebuild the index (the rounds of changes keep it up to date themselves).
     Finish {
         /// The next id the old owner would have given.
         next_id: u64,
@@ -44,6 +49,9 @@ pub enum Adopt {
         records: u64,
         /// Rebuild the index from the records (after the copy).
         rebuild: bool,
+        /// The epoch its versions carried on the old owner, which they keep here; 0: a copy
+        /// that may lack states shown before (a restored replica), given a new epoch.
+        epoch: u64,
     },
 }
 
@@ -62,13 +70,18 @@ impl PartitionWriter {
         match step {
             // Noted durably past the log's end, so that no transaction the log holds for the
             // partition is ever replayed onto the emptied partition.
-            Adopt::Empty => self.empty(cache).and_then(|()| self.finish_adoption(1, 0, log, config)),
+            Adopt::Empty => self.empty(cache).and_then(|()| self.finish_adoption(1, 0, None, log, config)),
             Adopt::Records(records) => self.in_transaction(|conn| {
                 records.iter().try_for_each(|r| sql::insert(conn, r.id, &r.key, r.counter, &r.value))
             }),
             Adopt::Changes(changes) => self.apply_changes(&changes),
-            Adopt::Finish { next_id, records, rebuild } => {
-                self.finish_adoption(next_id, records, log, config)?;
+            Adopt::Finish { next_id, records, rebuild, epoch } => {
+                let directory = self.partition.directory_epoch();
+                let kept = match epoch {
+                    0 => Epoch { kept: epoch_now(), directory },
+                    kept => Epoch { kept, directory },
+                };
+                self.finish_adoption(next_id, records, Some(kept), log, config)?;
                 match rebuild {
                     true => self.rebuild(),
                     false => Ok(()),
@@ -148,17 +161,29 @@ impl PartitionWriter {
         Ok(())
     }
 
-    /// Notes the adopted partition's counts (and the log position) in a commit synced to disk,
-    /// which makes every adopted record durable with it.
-    fn finish_adoption(&mut self, next_id: u64, records: u64, log: Option<&CommitLog>, config: &Config) -> Result<()> {
+    /// Notes the adopted partition's counts, the epoch it keeps (`None`: the directory's) and
+    /// the log position in a commit synced to disk, which makes every adopted record durable
+    /// with it.
+    fn finish_adoption(
+        &mut self,
+        next_id: u64,
+        records: u64,
+        kept: Option<Epoch>,
+        log: Option<&CommitLog>,
+        config: &Config,
+    ) -> Result<()> {
         let applied = log.map(CommitLog::end);
         sql::set_synchronous(&self.conn, Synchronous::Full)?;
-        let noted = self.in_transaction(|conn| sql::write_meta(conn, next_id, records, applied));
+        let noted = self.in_transaction(|conn| {
+            sql::write_meta(conn, next_id, records, applied)?;
+            sql::keep_epoch(conn, kept)
+        });
         sql::set_writer_synchronous(&self.conn, config)?;
         noted?;
         if let Some(end) = applied {
             self.partition.applied.store(end, Ordering::Relaxed);
         }
+        self.partition.set_epoch(self.partition.directory_epoch(), kept);
         self.set_counts(next_id, records);
         Ok(())
     }
