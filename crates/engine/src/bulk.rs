@@ -70,6 +70,8 @@ pub struct LoadSummary {
     pub finish_seconds: f64,
     /// Appended records per second, over the whole run.
     pub records_per_sec: f64,
+    /// Threads that generated and committed ([`threads`]).
+    pub threads: usize,
 }
 
 /// Fills `key` and `value` (cleared by the caller) with record `i`.
@@ -92,8 +94,11 @@ impl Plan {
         Self { dataset, count, chunk: 1 << 20 }
     }
 }
-/// Threads generating and committing.
-pub(crate) const THREADS: usize = 2;
+/// Threads generating and committing: one per CPU the process may use (its affinity mask and
+/// its cgroup's CPU quota count: `taskset` and containers limit it).
+pub fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
 
 /// One partition during a load.
 struct Part {
@@ -126,6 +131,9 @@ pub fn load(
 ) -> Result<LoadSummary> {
     let Plan { dataset, count, chunk } = *plan;
     let layout = Layout::new(dir);
+    if layout.import_staging().exists() {
+        return Err(Error::ImportPending { dir: dir.to_owned() });
+    }
     let mut manifest = open_manifest(&layout, create, config)?;
     let hasher = manifest.hasher();
     let created = manifest.clone();
@@ -155,7 +163,7 @@ pub fn load(
     }
     let append_seconds = started.elapsed().as_secs_f64();
     let finishing = Instant::now();
-    parallel(THREADS, parts.len(), |p| finish_part(&mut parts[p].lock().unwrap_or_else(|e| e.into_inner())))?;
+    parallel(threads(), parts.len(), |p| finish_part(&mut parts[p].lock().unwrap_or_else(|e| e.into_inner())))?;
     let appended = appended.into_inner();
     let records = parts.iter().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()).records).sum();
     Ok(LoadSummary {
@@ -167,6 +175,7 @@ pub fn load(
         append_seconds,
         finish_seconds: finishing.elapsed().as_secs_f64(),
         records_per_sec: appended as f64 / started.elapsed().as_secs_f64(),
+        threads: threads(),
     })
 }
 
@@ -249,10 +258,11 @@ fn generate_chunk(
     let len = range.end - range.start;
     let record_len = dataset.key_size + dataset.value_size;
     std::thread::scope(|s| {
-        let workers: Vec<_> = (0..THREADS as u64)
+        let threads = threads() as u64;
+        let workers: Vec<_> = (0..threads)
             .map(|t| {
-                let from = range.start + len * t / THREADS as u64;
-                let to = range.start + len * (t + 1) / THREADS as u64;
+                let from = range.start + len * t / threads;
+                let to = range.start + len * (t + 1) / threads;
                 s.spawn(move || {
                     let expected = ((to - from) as usize / partitions) * 9 / 8 + 16;
                     let mut shares: Vec<Share> = (0..partitions)
@@ -284,7 +294,7 @@ fn generate_chunk(
 /// Appends each partition's share of a chunk in one transaction; returns the records appended.
 fn commit_chunk(parts: &[Mutex<Part>], chunk: &Chunk, chunk_end: u64, dataset: Dataset) -> Result<u64> {
     let appended = AtomicU64::new(0);
-    parallel(THREADS, parts.len(), |p| {
+    parallel(threads(), parts.len(), |p| {
         let mut part = parts[p].lock().unwrap_or_else(|e| e.into_inner());
         let shares = chunk.iter().map(|thread| &thread[p]);
         let n = append(&mut part, shares, chunk_end, dataset)?;

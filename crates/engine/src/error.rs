@@ -125,6 +125,21 @@ pub enum Error {
     /// import is pending.
     #[error("import refused: {0}")]
     Import(String),
+    /// An import was committed and then interrupted: the directory holds part of it, and
+    /// opening it would serve that part as if it were all.
+    #[error(
+        "an import into {dir} was interrupted and is pending: finish it with `shardlite import --data {dir} \
+         --resume` (or, to keep only what it applied so far, remove {dir}/import.staging)",
+        dir = dir.display()
+    )]
+    ImportPending {
+        /// The data directory.
+        dir: PathBuf,
+    },
+    /// The caller asked the work under way to stop (Ctrl-C), and it stopped where nothing is
+    /// half done.
+    #[error("stopped as asked")]
+    Stopped,
     /// Moving a partition between nodes was refused or failed: a damaged transfer, a
     /// partition this node may not take (docs/cluster.md, "Moving a partition").
     #[error("{0}")]

@@ -139,6 +139,8 @@ pub struct ImportSummary {
     pub apply_seconds: f64,
     /// Records staged per second, over the whole run.
     pub records_per_sec: f64,
+    /// Threads that applied it ([`apply_threads`]).
+    pub threads: usize,
 }
 
 /// An input: its name and what its positions count (`line`, `byte`).
@@ -308,8 +310,9 @@ impl Importer {
 
     /// Applies the staged records to the directory (creating it if new): all of them, or with
     /// `policy` `error` and a duplicate, none. `progress(done, total)` hears of each partition
-    /// applied, in records.
-    pub fn apply(mut self, policy: OnDuplicate, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<ImportSummary> {
+    /// applied, in records, and says whether to go on: once it says no, the import stops after
+    /// the partitions under way ([`Error::Stopped`]), pending until [`resume`]d.
+    pub fn apply(mut self, policy: OnDuplicate, progress: &Progress<'_>) -> Result<ImportSummary> {
         let parse_seconds = self.started.elapsed().as_secs_f64();
         let tmp = self.layout.import_staging_tmp();
         let subruns = self.staged.subruns();
@@ -340,7 +343,7 @@ impl Importer {
         if policy == OnDuplicate::Error {
             // Every partition is checked, so the error names the first duplicate of the input.
             let found = Mutex::new(Vec::new());
-            parallel(APPLY_THREADS, parts.len(), |p| {
+            parallel(apply_threads(), parts.len(), |p| {
                 let part = lock(&parts[p]);
                 self.staged.for_each_bucket(&tmp, p as u32, plan.bucket_bytes, 0, |_, _, buf| {
                     if let Err(duplicate) = resolve(&buf, plan.policy, &mut lookup(&part, &manifest))? {
@@ -387,7 +390,7 @@ impl Drop for Importer {
 
 /// Finishes an interrupted import of `dir`: applies its staged records to every partition that
 /// lacks them. `Ok(None)` if no import is pending.
-pub fn resume(dir: &Path, config: &Config, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<Option<ImportSummary>> {
+pub fn resume(dir: &Path, config: &Config, progress: &Progress<'_>) -> Result<Option<ImportSummary>> {
     let layout = Layout::new(dir);
     let staging = layout.import_staging();
     if !staging.exists() {
@@ -447,7 +450,7 @@ fn apply_staged(
     opened: Opened<Mutex<Part>>,
     plan: &Plan,
     config: &Config,
-    progress: &(dyn Fn(u64, u64) + Sync),
+    progress: &Progress<'_>,
 ) -> Result<ImportSummary> {
     let staging = layout.import_staging();
     let bulk = bulk_config(config);
@@ -461,7 +464,10 @@ fn apply_staged(
     let total: u64 = (0..parts.len() as u32).map(|p| runs.share_bytes(&staging, p)).sum();
     let counts = Mutex::new(Counts::default());
     let (done, applied) = (AtomicU64::new(0), AtomicU64::new(0));
-    parallel(APPLY_THREADS, parts.len(), |p| {
+    parallel(apply_threads(), parts.len(), |p| {
+        if !progress(done.load(Ordering::Relaxed), total) {
+            return Err(Error::Stopped);
+        }
         let mut part = lock(&parts[p]);
         let bytes = runs.share_bytes(&staging, p as u32);
         if bytes > 0 && sql::meta_value(&part.conn, IMPORT_ID)? != Some(plan.id) {
@@ -493,9 +499,14 @@ fn apply_staged(
         partitions: applied.into_inner() as u32,
         rebuilt,
         buckets,
+        threads: apply_threads(),
         ..ImportSummary::default()
     })
 }
+
+/// Hears `(done, total)` of an import's apply, in bytes of staged records, and says whether to go
+/// on.
+pub type Progress<'a> = dyn Fn(u64, u64) -> bool + Sync + 'a;
 
 /// Applies the buckets of a partition's share it lacks, one transaction each, then merges its
 /// index once and checkpoints durably. A partition that never held a record is built anew
@@ -572,10 +583,12 @@ fn apply_share(
     Ok(counts)
 }
 
-/// Threads applying partitions: twice the loader's. Each partition's apply waits on the disk
-/// (fsyncs of its files and its directory, file creations: several per partition), and the
-/// other threads' inserts fill those waits, so both cores stay busy.
-const APPLY_THREADS: usize = 2 * crate::bulk::THREADS;
+/// Threads applying partitions: two per CPU the loader uses ([`crate::bulk::threads`]). Each
+/// partition's apply waits on the disk (fsyncs of its files and its directory, file creations:
+/// several per partition), and the other threads' inserts fill those waits.
+pub fn apply_threads() -> usize {
+    2 * crate::bulk::threads()
+}
 
 /// Bytes of a partition's share applied in one transaction at most: a quarter of the memory
 /// budget (less what it sets aside for the process's mapped files) over the buckets held at once (a bucket's records, its map of keys and its index
@@ -584,7 +597,7 @@ const APPLY_THREADS: usize = 2 * crate::bulk::THREADS;
 pub fn bucket_bytes(config: &Config, partitions: u32) -> Result<u64> {
     let plan = crate::memory::MemoryPlan::new(config, partitions)?;
     let budget = plan.budget - plan.mapped_files;
-    let held = 2 * APPLY_THREADS.min(partitions as usize) as u64;
+    let held = 2 * apply_threads().min(partitions as usize) as u64;
     Ok((budget / 4 / held).max(1 << 20))
 }
 
@@ -853,7 +866,7 @@ fn remove_dir_if_present(dir: &PathBuf) -> Result<()> {
         Err(e) => Err(e),
     }
     .map_err(|e| Error::io(dir, &e))?;
-    parallel(APPLY_THREADS, files.len(), |i| match fs::remove_file(&files[i]) {
+    parallel(apply_threads(), files.len(), |i| match fs::remove_file(&files[i]) {
         Err(e) if !not_found(&e) => Err(Error::io(&files[i], &e)),
         _ => Ok(()),
     })?;

@@ -201,6 +201,9 @@ impl Store {
 
     fn start(layout: Layout, config: Config, mut manifest: Manifest) -> Result<Self> {
         config.validate()?;
+        if layout.import_staging().exists() {
+            return Err(Error::ImportPending { dir: layout.dir().to_owned() });
+        }
         let lookup_threads = lookups::threads_for(layout.dir(), config.lookup_threads);
         let config = Config { lookup_threads, ..config };
         let memory = MemoryPlan::new(&config, manifest.partitions)?;

@@ -11,6 +11,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use shardlite_engine::{Config, Error, PartitionCheck, Store};
 
+use crate::interrupt;
+
 /// What the check concluded; its exit status is the discriminant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -21,6 +23,8 @@ enum Verdict {
     Findings = 1,
     /// The check could not run: exit 2.
     CouldNotRun = 2,
+    /// Ctrl-C or SIGTERM stopped it: exit 130.
+    Interrupted = interrupt::EXIT_STATUS as isize,
 }
 
 /// Flags of `shardlite check`.
@@ -148,6 +152,11 @@ fn examine(data: &std::path::Path) -> Report {
     );
     let mut reports = Vec::with_capacity(partitions as usize);
     for p in 0..partitions {
+        if interrupt::check().is_err() {
+            bar.finish_and_clear();
+            let why = format!("{p} of {partitions} partitions checked, nothing changed; run the check again");
+            return refused(Verdict::Interrupted, format!("the check stopped: {why}"));
+        }
         match store.check_partition(p) {
             Ok(report) => reports.push(report),
             Err(err) => {
@@ -179,6 +188,7 @@ fn render(report: &Report) -> String {
             report.records
         ),
         Verdict::CouldNotRun => "could not run the check\n".to_owned(),
+        Verdict::Interrupted => "interrupted\n".to_owned(),
     });
     out
 }

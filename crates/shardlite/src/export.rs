@@ -16,7 +16,7 @@ use serde::Serialize;
 use shardlite_engine::{Config, Store, StoreStats};
 
 use crate::{
-    progress,
+    interrupt, progress,
     records::{
         read::{self, Bad},
         write::RecordWriter,
@@ -85,6 +85,17 @@ fn broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let out = args.out.clone();
+    export_to(args).map_err(|err| match interrupt::caused(&err) {
+        true => err.context(match out {
+            Some(out) => format!("the export stopped: {} was not written (its partial file removed)", out.display()),
+            None => "the export stopped: what was written to standard output is incomplete".to_owned(),
+        }),
+        false => err,
+    })
+}
+
+fn export_to(args: ExportArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let format = args.format.or_else(|| args.out.as_deref().and_then(Format::of_name)).unwrap_or(Format::Csv);
     let mut out = RecordWriter::create(args.out.as_deref(), format, args.encoding)?;
@@ -97,8 +108,9 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
             for &p in &partitions {
                 // The writer's own error, kept whole (the scan only hears that it must stop).
                 let mut failed = None;
-                let scanned =
-                    store.scan(p, 0, u64::MAX, true, |r| match out.record(r.key, r.value, r.version.counter) {
+                let scanned = store.scan(p, 0, u64::MAX, true, |r| {
+                    let written = interrupt::check().map_err(anyhow::Error::new);
+                    match written.and_then(|()| out.record(r.key, r.value, r.version.counter)) {
                         Ok(()) => {
                             bar.inc(1);
                             Ok(())
@@ -107,7 +119,8 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
                             failed = Some(e);
                             Err(shardlite_engine::Error::Closed)
                         }
-                    });
+                    }
+                });
                 if let Some(e) = failed {
                     return Err(e);
                 }
@@ -205,6 +218,7 @@ fn download_partition(
     let mut stream = BufReader::with_capacity(256 << 10, Download { runtime, response, chunk: Bytes::new() });
     read::read(Format::Bin, Encoding::Hex, &mut stream, &mut |record| match record {
         Ok(r) => {
+            interrupt::check()?;
             out.record(r.key, r.value, r.counter.unwrap_or(1))?;
             bar.inc(1);
             Ok(())

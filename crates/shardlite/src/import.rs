@@ -19,7 +19,7 @@ use shardlite_engine::{
 };
 
 use crate::{
-    progress,
+    interrupt, progress,
     records::{
         self,
         read::{self, Bad},
@@ -71,28 +71,51 @@ pub struct ImportArgs {
     pub json: bool,
 }
 
-/// Runs `shardlite import`.
+/// Runs `shardlite import`. Interrupted while it reads its input, it leaves the directory as it
+/// was; once it applies (the import is committed), it stops after the partitions under way and
+/// leaves the import pending, to be finished with `--resume`.
 pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     let applying = progress::bytes("applied", 0);
     let config = Config { memory_budget_mib: args.memory_budget_mib, ..Config::default() };
     let progress = |done: u64, total: u64| {
         applying.set_length(total);
         applying.set_position(done);
+        interrupt::check().is_ok()
     };
+    let dir = args.data.display();
+    let resume = format!("the import is pending: finish it with `shardlite import --data {dir} --resume`");
     let summary = if args.resume {
-        import::resume(&args.data, &config, &progress)?
-            .with_context(|| format!("no interrupted import is pending in {}", args.data.display()))?
+        interrupt::note(&resume);
+        import::resume(&args.data, &config, &progress)
+            .map_err(|e| stopped(e, &resume))?
+            .with_context(|| format!("no interrupted import is pending in {dir}"))?
     } else {
         let create = CreateOptions { partitions: args.partitions, index: args.index, ..CreateOptions::default() };
-        let mut importer = Importer::begin(&args.data, &create, &config)
-            .with_context(|| format!("importing into {}", args.data.display()))?;
-        stage(&args, &mut importer)?;
+        let mut importer =
+            Importer::begin(&args.data, &create, &config).with_context(|| format!("importing into {dir}"))?;
+        interrupt::note(format!("{dir} may hold an unfinished import: run the import again, or with --resume"));
+        stage(&args, &mut importer).map_err(|e| match interrupt::caused(&e) {
+            true => e.context(format!(
+                "the import stopped while reading its input: nothing was imported, {dir} is as it was"
+            )),
+            false => e,
+        })?;
+        interrupt::note(&resume);
         importer
             .apply(args.on_duplicate, &progress)
-            .with_context(|| format!("importing into {}", args.data.display()))?
+            .map_err(|e| stopped(e, &resume))
+            .with_context(|| format!("importing into {dir}"))?
     };
     applying.finish_and_clear();
     report(&args, &summary)
+}
+
+/// The engine's error, or (once it stopped as asked) the interruption, saying what is left.
+fn stopped(err: Error, resume: &str) -> anyhow::Error {
+    match err {
+        Error::Stopped => anyhow::Error::new(interrupt::Interrupted).context(format!("the import stopped: {resume}")),
+        err => err.into(),
+    }
 }
 
 /// Reads every input into the importer; refuses at the first bad record past `--max-errors`.
@@ -111,6 +134,7 @@ fn stage(args: &ImportArgs, importer: &mut Importer) -> anyhow::Result<()> {
         let staged = std::thread::scope(|scope| {
             let parser = scope.spawn(|| parse(path, format, args.encoding, Arc::clone(&raw), batches));
             let staged = parsed.iter().try_for_each(|batch| {
+                interrupt::check()?;
                 batch.items.iter().try_for_each(|item| {
                     stage_one(importer, &mut rejects, &batch.bytes, item, source)?;
                     if importer.records().is_multiple_of(65_536) {

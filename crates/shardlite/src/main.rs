@@ -6,6 +6,7 @@ mod cluster;
 mod compact;
 mod export;
 mod import;
+mod interrupt;
 mod litestream;
 mod load;
 mod logging;
@@ -89,6 +90,15 @@ fn main() -> ExitCode {
             }
         },
     };
+    // The commands that hold a data directory or write a file themselves stop in order.
+    let offline = matches!(
+        &cli.command,
+        Command::Export(_) | Command::Import(_) | Command::Check(_) | Command::Stats(_) | Command::Load(_)
+    );
+    if let Err(err) = offline.then(interrupt::catch).transpose() {
+        eprintln!("Error: catching Ctrl-C: {err}");
+        return ExitCode::FAILURE;
+    }
     let done = match cli.command {
         Command::Serve(args) => serve::run(&args),
         Command::Bench(args) => shardlite_bench::command::run(&args),
@@ -107,6 +117,10 @@ fn main() -> ExitCode {
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
+        Err(err) if interrupt::caused(&err) => {
+            eprintln!("{err:#}");
+            ExitCode::from(interrupt::EXIT_STATUS)
+        }
         Err(err) => {
             eprintln!("Error: {err:?}");
             ExitCode::FAILURE

@@ -305,7 +305,8 @@ fn kill_9_between_the_buckets_of_a_partition_resumes_with_the_rest() {
 }
 
 /// Imports 50,000 records, then imports them again (updates), killed with SIGKILL after a few
-/// delays: the directory checks clean, and after `--resume` every record was updated once.
+/// delays: a pending import is refused by `check` and `export` until `--resume` finishes it;
+/// then the directory checks clean and every record was updated once.
 fn kill_9_during_imports(create: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("big.csv");
@@ -322,8 +323,6 @@ fn kill_9_during_imports(create: &[&str]) {
         let mut second: Vec<&dyn AsRef<OsStr>> = vec![&"import", &"--data", &dir, &input];
         second.extend(create.iter().skip_while(|a| **a != "--memory-budget-mib").map(|a| a as &dyn AsRef<OsStr>));
         let finished = killed_after(&second, delay_ms);
-        assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean:"));
-        assert_eq!(records(&dir).len(), before);
         let pending = dir.join("import.staging").exists();
         let phase = match (finished, pending) {
             (true, _) => "finished",
@@ -332,9 +331,12 @@ fn kill_9_during_imports(create: &[&str]) {
         };
         phases.insert(phase);
         if pending {
+            refused_while_pending(&dir);
             ok(&[&"import", &"--data", &dir, &"--resume"]);
             assert!(!dir.join("import.staging").exists());
         }
+        assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean:"));
+        assert_eq!(records(&dir).len(), before);
         // Every record was imported once, or twice (--resume finishing the second): never a mix.
         let counters: std::collections::BTreeSet<u64> = records(&dir).values().map(|(_, c)| *c).collect();
         assert_eq!(counters.len(), 1, "{phase}: {counters:?}");
@@ -342,6 +344,15 @@ fn kill_9_during_imports(create: &[&str]) {
         assert!(!dir.join("import.staging.tmp").exists() || phase == "staging");
     }
     eprintln!("phases hit: {phases:?}");
+}
+
+/// A directory holding part of an interrupted import: `check` and `export` refuse it, saying
+/// how to finish the import.
+fn refused_while_pending(dir: &Path) {
+    for command in ["check", "export"] {
+        let refused = fails(&[&command, &"--data", &dir]);
+        assert!(refused.contains("interrupted and is pending") && refused.contains("--resume"), "{command}: {refused}");
+    }
 }
 
 /// Runs shardlite, killed with SIGKILL after `delay_ms` unless it finished; whether it did.
@@ -394,7 +405,7 @@ fn big_input(tmp: &tempfile::TempDir) -> (PathBuf, Records) {
 
 /// `kill -9` while a partition is built anew (one partition, so the whole apply is the fast
 /// path; both index modes that index keys): the directory checks clean and holds none of the
-/// import or all of it, never part; `--resume` then finishes it.
+/// import or all of it, never part, or the import is pending and `--resume` finishes it.
 #[test]
 fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
     let tmp = tempfile::tempdir().unwrap();
@@ -408,18 +419,19 @@ fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
         let dir = dir_in(&tmp, &format!("d{n}"));
         ok(&[&"import", &"--data", &dir, &"--partitions", &"1", &"--index", &index, &empty]);
         let finished = killed_after(&[&"import", &"--data", &dir, &input], delay_ms);
+        let pending = dir.join("import.staging").exists();
+        if pending {
+            refused_while_pending(&dir);
+            ok(&[&"import", &"--data", &dir, &"--resume"]);
+        }
         assert!(ok(&[&"check", &"--data", &dir]).starts_with("clean:"));
         let held = records(&dir);
-        let pending = dir.join("import.staging").exists();
         phases.insert((finished, pending, held.len()));
         assert!(held.is_empty() || held == expected, "{index}, {delay_ms} ms: {} records", held.len());
         // A kill that left no staging came before the commit point (none of it in) or while the
         // finished import's staging was being removed (all of it in): both allowed above.
         if finished {
             assert_eq!(held, expected);
-        }
-        if pending {
-            ok(&[&"import", &"--data", &dir, &"--resume"]);
         }
         if finished || pending {
             assert_eq!(records(&dir), expected);
@@ -431,9 +443,9 @@ fn kill_9_while_a_partition_is_built_anew_leaves_none_of_its_share_or_all() {
 
 /// `kill -9` during an import into a new directory (its partitions created by the import, in
 /// rollback-journal mode, built anew, the file system synced once at the commit point and once at
-/// the end): the directory is not one yet (killed while staging), or it checks clean and holds
-/// whole partitions' shares of the import, never part of one; a pending import resumes to all of
-/// it, and every partition then holds its records in WAL mode.
+/// the end): the directory is not one yet (killed while staging), or it holds none of the import
+/// or all of it, or the import is pending (the directory refused until it is finished) and
+/// resumes to all of it; every partition then holds its records in WAL mode.
 #[test]
 fn kill_9_during_an_import_into_a_new_directory_leaves_whole_partitions_and_resumes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -451,6 +463,10 @@ fn kill_9_during_an_import_into_a_new_directory_leaves_whole_partitions_and_resu
             (false, false, false) => "staging",
         };
         phases.insert(phase);
+        if pending {
+            refused_while_pending(&dir);
+            ok(&[&"import", &"--data", &dir, &"--resume"]);
+        }
         let held = match phase {
             "staging" => Records::new(),
             _ => {
@@ -459,10 +475,8 @@ fn kill_9_during_an_import_into_a_new_directory_leaves_whole_partitions_and_resu
             }
         };
         assert!(held.iter().all(|(k, v)| expected.get(k) == Some(v)), "{phase}: a record not imported");
-        assert!(pending || held.is_empty() || held == expected, "{phase}: {} records", held.len());
-        if pending {
-            ok(&[&"import", &"--data", &dir, &"--resume"]);
-        } else if held.is_empty() {
+        assert!(held.is_empty() || held == expected, "{phase}: {} records", held.len());
+        if held.is_empty() {
             ok(&import); // killed before the commit point: the leftover staging is removed, the import runs anew
         }
         assert_eq!(records(&dir), expected, "{phase}");
@@ -570,4 +584,37 @@ fn export_into_a_closed_pipe_ends_quietly_and_a_failed_one_leaves_no_file() {
     assert!(err.contains("--partition 9: the directory has partitions 0..4"), "{err}");
     assert!(!file.exists());
     assert!(!dir.path().join("all.csv.partial").exists());
+}
+
+/// The loader and the import size their threads from the CPUs the process may use: its
+/// affinity (`taskset`) or its cgroup's quota, never a number fixed in the code.
+#[test]
+fn the_loader_and_the_import_use_a_thread_per_cpu_they_may_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    let input = tmp.path().join("in.csv");
+    write_csv(&input, &[(b"k".to_vec(), b"v".to_vec(), None)]);
+    for (pinned, expected) in [(false, cpus), (true, 1)] {
+        let (load, import) = (dir_in(&tmp, &format!("load-{pinned}")), dir_in(&tmp, &format!("import-{pinned}")));
+        let mut commands = [
+            vec!["load".into(), "--records".into(), "1000".into(), "--partitions".into(), "4".into()],
+            vec!["import".into(), input.clone().into_os_string()],
+        ];
+        let mut threads = Vec::new();
+        for (args, dir) in commands.iter_mut().zip([&load, &import]) {
+            args.extend(["--json".into(), "--data".into(), dir.clone().into_os_string()]);
+            let mut command = match pinned {
+                true => Command::new("taskset"),
+                false => Command::new(EXE),
+            };
+            if pinned {
+                command.args(["-c", "0", EXE]);
+            }
+            let out = command.args(args.iter()).output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            threads.push(summary["threads"].as_u64().unwrap());
+        }
+        assert_eq!(threads, [expected, 2 * expected], "taskset -c 0: {pinned}");
+    }
 }
