@@ -40,6 +40,43 @@ async def test_conditional_writes_and_batch(server, key):
         assert page.partitions == 4
 
 
+async def test_values_and_keys_of_another_type_are_refused_before_anything_is_sent(server, key):
+    async with AsyncClient(server.url) as db:
+        for value, kind in [(5, "int"), (1.5, "float"), (None, "None"), ([1, 2], "list"), ({"a": 1}, "dict")]:
+            message = f"^value must be bytes, bytearray, memoryview or str, not {kind}$"
+            with pytest.raises(TypeError, match=message):
+                await db.put(key, value)
+            assert await db.get(key) is None, "nothing was stored"
+            with pytest.raises(TypeError, match=message):
+                await db.create(key, value)
+            with pytest.raises(TypeError, match=message):
+                await db.batch([Op.put(key + b"/first", b"v"), Op.put(key, value)])
+            with pytest.raises(TypeError, match=f"^key must be bytes, bytearray, memoryview or str, not {kind}$"):
+                await db.get(value)
+            with pytest.raises(TypeError, match=f"^key must be .*, not {kind}$"):
+                await db.delete(value)
+        with pytest.raises(TypeError, match=r"^ops\[1\] must be an Op"):
+            await db.batch([Op.put(key + b"/first", b"v"), (key, b"v")])
+        assert await db.get(key + b"/first") is None, "no operation of a refused batch ran"
+
+        etag = (await db.put(key, b"3")).etag
+        with pytest.raises(TypeError, match="^the value update returned must be bytes, bytearray, memoryview or str, not int$"):
+            await db.compare_and_set(key, lambda v: int(v or b"0") + 1)
+        with pytest.raises(TypeError, match="not None$"):
+            await db.compare_and_set(key, lambda v: None)
+        assert await db.get(key) == shardlite.Record(b"3", etag), "the stored value is unchanged"
+
+
+async def test_text_is_sent_as_utf8(server, key):
+    async with AsyncClient(server.url) as db:
+        await db.put(key, "żółw ✓")
+        assert (await db.get(key)).value == "żółw ✓".encode("utf-8")
+        await db.compare_and_set(key, lambda v: v.decode("utf-8") + "!")
+        assert (await db.get(key)).value == "żółw ✓!".encode("utf-8")
+        await db.put(key.decode() + "/ключ", memoryview(b"view"))
+        assert (await db.get((key.decode() + "/ключ").encode("utf-8"))).value == b"view"
+
+
 async def test_compare_and_set_under_contention(server, key):
     tasks, increments = 8, 5
     async with AsyncClient(server.url, cas_attempts=1000) as db:

@@ -37,6 +37,88 @@ def test_values_are_bytes_of_any_kind(db, key):
         assert db.get(key).value == value
 
 
+#: Values no put may silently turn into bytes (``bytes(5)`` is five zero bytes, ``bytes([1, 2])``
+#: two bytes): each is a TypeError naming the argument and the type.
+NOT_BYTES = [(5, "int"), (1.5, "float"), (None, "None"), ([1, 2], "list"), ({"a": 1}, "dict"), (True, "bool")]
+
+
+def test_text_is_sent_as_utf8_and_buffers_as_their_bytes(db, key):
+    db.put(key, "żółw ✓")
+    assert db.get(key).value == "żółw ✓".encode("utf-8")
+    db.put(key, bytearray(b"from a bytearray"))
+    assert db.get(key).value == b"from a bytearray"
+    db.put(key, memoryview(b"xx a memoryview xx")[3:-3])
+    assert db.get(key).value == b"a memoryview"
+    text_key = key.decode() + "/ключ"
+    db.put(text_key, b"v")
+    assert db.get(text_key.encode("utf-8")).value == b"v", "a str key is its UTF-8 bytes"
+    assert db.delete(bytearray(text_key.encode("utf-8"))) is True
+
+
+@pytest.mark.parametrize("value,kind", NOT_BYTES)
+def test_a_value_of_another_type_is_refused_and_writes_nothing(db, key, value, kind):
+    with pytest.raises(TypeError, match=f"^value must be bytes, bytearray, memoryview or str, not {kind}$"):
+        db.put(key, value)
+    assert db.get(key) is None, "nothing was stored"
+    etag = db.put(key, b"kept").etag
+    with pytest.raises(TypeError, match=f"value must be .*, not {kind}$"):
+        db.put(key, value)
+    with pytest.raises(TypeError, match=f"value must be .*, not {kind}$"):
+        db.put_if(key, value, etag)
+    with pytest.raises(TypeError, match=f"value must be .*, not {kind}$"):
+        db.create(key + b"/new", value)
+    assert db.get(key) == shardlite.Record(b"kept", etag), "the stored value is unchanged"
+    assert db.get(key + b"/new") is None
+
+
+@pytest.mark.parametrize("bad,kind", NOT_BYTES)
+def test_a_key_of_another_type_is_refused(db, bad, kind):
+    message = f"^key must be bytes, bytearray, memoryview or str, not {kind}$"
+    for call in [
+        lambda: db.get(bad),
+        lambda: db.put(bad, b"v"),
+        lambda: db.delete(bad),
+        lambda: db.delete_if(bad, "*"),
+        lambda: db.compare_and_set(bad, lambda v: b"v"),
+        lambda: Op.get(bad),
+    ]:
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert db.get(bytes(5)) is None, "no key of five zero bytes was written"
+
+
+def test_compare_and_set_refuses_a_result_of_another_type(db, key):
+    etag = db.put(key, b"3").etag
+    for value, kind in NOT_BYTES:
+        with pytest.raises(TypeError, match=f"^the value update returned must be bytes, bytearray, memoryview or str, not {kind}$"):
+            db.compare_and_set(key, lambda v: value)
+    with pytest.raises(TypeError, match="not int$"):
+        db.compare_and_set(key, lambda v: int(v or b"0") + 1)  # forgot str()
+    assert db.get(key) == shardlite.Record(b"3", etag), "the stored value is unchanged"
+    with pytest.raises(TypeError, match="not int$"):
+        db.compare_and_set(key + b"/absent", lambda v: 1)
+    assert db.get(key + b"/absent") is None
+    with pytest.raises(TypeError, match="^update must be a function"):
+        db.compare_and_set(key, b"4")
+    db.compare_and_set(key, lambda v: str(int(v) + 1))
+    assert db.get(key).value == b"4"
+
+
+@pytest.mark.parametrize("value,kind", NOT_BYTES)
+def test_a_batch_with_a_value_of_another_type_is_refused_before_it_is_sent(db, key, value, kind):
+    with pytest.raises(TypeError, match=f"^value must be bytes, bytearray, memoryview or str, not {kind}$"):
+        db.batch([Op.put(key + b"/first", b"v"), Op.put(key, value)])
+    with pytest.raises(TypeError, match=f"value must be .*, not {kind}$"):
+        Op("put", key, value)
+    with pytest.raises(TypeError, match=f"key must be .*, not {kind}$"):
+        Op.delete(value)
+    with pytest.raises(TypeError, match=r"^ops\[1\] must be an Op"):
+        db.batch([Op.put(key + b"/first", b"v"), (key, value)])
+    assert db.get(key + b"/first") is None and db.get(key) is None, "no operation ran"
+    results = db.batch([Op.put(key, "text"), Op.put(key + b"/b", bytearray(b"buf")), Op.get(key)])
+    assert [r.status for r in results] == [201, 201, 200] and results[2].value == b"text"
+
+
 def test_conditional_writes(db, key):
     etag = db.create(key, b"v1")
     with pytest.raises(shardlite.PreconditionFailed) as failed:

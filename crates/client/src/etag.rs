@@ -12,14 +12,21 @@ use hyper::header::HeaderValue;
 pub struct ETag(HeaderValue);
 
 impl ETag {
-    /// A tag from its text (as an `ETag` header or a batch result's `etag` gives it).
+    /// A tag from its text (as an `ETag` header or a batch result's `etag` gives it): visible
+    /// ASCII (the server's tags are), else [`InvalidETag`].
     pub fn new(tag: &str) -> Result<Self, InvalidETag> {
-        HeaderValue::from_str(tag).map(Self).map_err(|_| InvalidETag(tag.to_owned()))
+        // `HeaderValue::from_str` also takes bytes 0x80..=0xFF (obs-text), which `to_str` then
+        // refuses: such a tag would read as "" in `as_str`, `Display` and a batch's `if_match`.
+        HeaderValue::from_str(tag)
+            .ok()
+            .filter(|value| value.to_str().is_ok())
+            .map(Self)
+            .ok_or_else(|| InvalidETag(tag.to_owned()))
     }
 
     /// The tag as the server wrote it.
     pub fn as_str(&self) -> &str {
-        // Built only from text (`new`) or from a header whose text was checked (`from_header`).
+        // Built only from text that `to_str` takes: `new` and `from_header` both check it.
         self.0.to_str().unwrap_or_default()
     }
 
@@ -109,6 +116,9 @@ mod tests {
         assert_eq!(tag.as_str(), "\"1795417623.4.7\"");
         assert_eq!(tag.to_string(), "\"1795417623.4.7\"");
         assert!(ETag::new("bad\ntag").is_err());
+        // Text a header value may hold but `to_str` refuses is refused here, never kept as a
+        // tag whose text reads as "" (and so would go out as an empty `if_match` in a batch).
+        assert_eq!(ETag::new("\"caf\u{e9}\""), Err(InvalidETag("\"caf\u{e9}\"".to_owned())));
         let (name, value) = Condition::Matches(tag).header().unwrap();
         assert_eq!((name.as_str(), value.to_str().unwrap()), ("if-match", "\"1795417623.4.7\""));
         assert_eq!(Condition::Absent.header().unwrap().0.as_str(), "if-none-match");

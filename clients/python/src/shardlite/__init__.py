@@ -5,8 +5,11 @@ put (an upsert, or conditional with ``if_match`` / ``if_none_match``), put_if, c
 delete, delete_if, batch, keys, and compare_and_set. Refusals raise the ``ServerError``
 subclass of their code (``NotFound``, ``PreconditionFailed``, ``Overloaded``, ...); 503s that
 are safe to send again are retried with backoff, honoring Retry-After (``Retry``).
-Keys and values are bytes (text is sent as UTF-8). Entity tags are opaque strings: send them
-back as they came.
+Keys and values (also batch operations' and what compare_and_set's function returns) are
+``bytes``, ``bytearray``, ``memoryview`` or ``str`` (sent as UTF-8); any other type (an int, a
+float, None, a list, a dict, ...) raises ``TypeError`` before anything is sent, rather than
+being converted (``bytes(5)`` would be five zero bytes). Entity tags are opaque strings: send
+them back as they came.
 """
 
 from ._async import AsyncClient

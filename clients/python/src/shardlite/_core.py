@@ -18,12 +18,27 @@ import httpx
 
 from ._errors import ContentionError, PreconditionFailed, ProtocolError, ServerError, server_error
 
-Bytes = Union[bytes, str]
-"""Keys and values: bytes, or text (sent as UTF-8)."""
+Bytes = Union[bytes, bytearray, memoryview, str]
+"""Keys and values: ``bytes``, ``bytearray``, ``memoryview`` (their bytes), or ``str`` (sent as
+UTF-8). Nothing else is converted: ``bytes(5)`` is five zero bytes and ``bytes([1, 2])`` two
+bytes, so an int, a float, None, a list, ... raises ``TypeError`` before anything is sent."""
+
+_ACCEPTED = "bytes, bytearray, memoryview or str"
 
 
-def _bytes(data: Bytes) -> bytes:
-    return data.encode() if isinstance(data, str) else bytes(data)
+def _bytes(data: Bytes, what: str) -> bytes:
+    """``data`` as bytes (``str`` as UTF-8); ``TypeError`` naming ``what`` for any other type."""
+    if type(data) is bytes:
+        return data
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    raise TypeError(f"{what} must be {_ACCEPTED}, not {_type_name(data)}")
+
+
+def _type_name(data: object) -> str:
+    return "None" if data is None else type(data).__name__
 
 
 @dataclass(frozen=True)
@@ -67,21 +82,32 @@ class Op:
     if_match: Optional[str] = None
     if_none_match: Optional[str] = None
 
+    def __post_init__(self) -> None:
+        # Checked (and made bytes) however the Op is built, so a bad key or value is a
+        # TypeError here, before any batch holding it is sent.
+        if self.op not in ("get", "put", "delete"):
+            raise ValueError(f"op must be 'get', 'put' or 'delete', not {self.op!r}")
+        object.__setattr__(self, "key", _bytes(self.key, "key"))
+        if self.op == "put":
+            object.__setattr__(self, "value", _bytes(self.value, "value"))
+        elif self.value is not None:
+            raise TypeError(f"a {self.op} takes no value, not {_type_name(self.value)}")
+
     @classmethod
     def get(cls, key: Bytes) -> "Op":
         """Read ``key``."""
-        return cls("get", _bytes(key))
+        return cls("get", key)
 
     @classmethod
     def put(cls, key: Bytes, value: Bytes, *, if_match: Optional[str] = None, if_none_match: Optional[str] = None) -> "Op":
         """Write ``value`` under ``key``; ``if_match`` a tag or ``"*"``, ``if_none_match="*"``:
         the conditions of a single PUT."""
-        return cls("put", _bytes(key), _bytes(value), if_match, if_none_match)
+        return cls("put", key, value, if_match, if_none_match)
 
     @classmethod
     def delete(cls, key: Bytes, *, if_match: Optional[str] = None) -> "Op":
         """Delete ``key``; ``if_match`` a tag or ``"*"``."""
-        return cls("delete", _bytes(key), None, if_match)
+        return cls("delete", key, None, if_match)
 
     def wire(self) -> Dict[str, str]:
         """The operation as the server reads it: keys and values in lowercase hex."""
@@ -188,7 +214,7 @@ def _etag(response: httpx.Response) -> str:
 
 
 def _kv(key: Bytes) -> str:
-    return "/kv/" + _bytes(key).hex()
+    return "/kv/" + _bytes(key, "key").hex()
 
 
 def _condition(if_match: Optional[str], if_none_match: Optional[str]) -> Dict[str, str]:
@@ -213,8 +239,9 @@ def get(key: Bytes) -> Operation:
 
 def put(key: Bytes, value: Bytes, if_match: Optional[str] = None, if_none_match: Optional[str] = None) -> Operation:
     """Writes ``value`` under ``key`` if the conditions hold (none: an upsert)."""
+    path, content = _kv(key), _bytes(value, "value")  # both checked before anything is sent
     headers = _condition(if_match, if_none_match)
-    response = yield Call("PUT", _kv(key), safe=not headers, headers=headers, content=_bytes(value))
+    response = yield Call("PUT", path, safe=not headers, headers=headers, content=content)
     if response.status_code in (200, 201):
         return Written(_etag(response), response.status_code == 201)
     raise refusal_of(response)
@@ -233,6 +260,10 @@ def delete(key: Bytes, if_match: Optional[str] = None, missing_ok: bool = True) 
 
 def batch(ops: List[Op]) -> Operation:
     """Runs ``ops`` in one POST /batch: one ``BatchResult`` per operation, in order."""
+    ops = list(ops)
+    for i, op in enumerate(ops):
+        if not isinstance(op, Op):
+            raise TypeError(f"ops[{i}] must be an Op (Op.get, Op.put, Op.delete), not {_type_name(op)}")
     content = json.dumps({"ops": [op.wire() for op in ops]}).encode()
     response = yield Call("POST", "/batch", safe=False, headers={"content-type": "application/json"}, content=content)
     if response.status_code != 200:
@@ -270,10 +301,14 @@ def keys(partition: int, after: Optional[str] = None, limit: int = 1000) -> Oper
 def compare_and_set(key: Bytes, update: Callable[[Optional[bytes]], Bytes], attempts: int) -> Operation:
     """Replaces the value of ``key`` with ``update(current)`` (None: absent) if no other write
     came in between (If-Match the tag read; If-None-Match: * if absent); on 412 reads again and
-    recomputes, at most ``attempts`` writes."""
+    recomputes, at most ``attempts`` writes. What ``update`` returns is checked as a put's value
+    is: anything but bytes, bytearray, memoryview or str raises ``TypeError`` and writes nothing."""
+    if not callable(update):
+        raise TypeError(f"update must be a function of the current value, not {_type_name(update)}")
     current = yield from get(key)
     for _ in range(attempts):
-        value = update(current.value if current is not None else None)
+        # Checked before the write: a bad result raises TypeError, and the record stays as it is.
+        value = _bytes(update(current.value if current is not None else None), "the value update returned")
         try:
             if current is None:
                 return (yield from put(key, value, if_none_match="*"))

@@ -17,6 +17,9 @@ class Client:
     """A client of one shardlite server; pools keep-alive connections. Use it as a context
     manager, or call ``close()``.
 
+    Keys and values are ``bytes``, ``bytearray``, ``memoryview`` or ``str`` (sent as UTF-8); any
+    other type raises ``TypeError`` naming the argument, before anything is sent.
+
     >>> with Client("http://127.0.0.1:8080", token="T") as db:  # doctest: +SKIP
     ...     db.put(b"user:1", b"Ada")
     ...     db.get(b"user:1").value
@@ -78,7 +81,8 @@ class Client:
     def batch(self, ops: List[Op]) -> List[BatchResult]:
         """Runs ``ops`` in one request: one result per operation, in order. The operations of
         one partition commit in one transaction; a batch is not atomic across partitions.
-        Operations' own failures are their results' ``error``, not raised, not retried."""
+        Operations' own failures are their results' ``error``, not raised, not retried. An
+        element that is not an ``Op`` raises ``TypeError`` before anything is sent."""
         return self._run(_core.batch(ops))
 
     def keys(self, partition: int, after: Optional[str] = None, limit: int = 1000) -> KeyPage:
@@ -89,7 +93,8 @@ class Client:
         """Replaces the value of ``key`` with ``update(current)`` (``current`` None if absent),
         atomically with respect to every other write of the key: on a conflicting write, reads
         again and recomputes, up to ``cas_attempts`` writes, then ``ContentionError``.
-        ``update`` may run several times: it should only compute."""
+        ``update`` may run several times: it should only compute. It must return bytes,
+        bytearray, memoryview or str (UTF-8), else ``TypeError`` and nothing is written."""
         return self._run(_core.compare_and_set(key, update, self.settings.cas_attempts))
 
     def _run(self, operation: Operation):
