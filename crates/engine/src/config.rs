@@ -231,7 +231,7 @@ pub struct Config {
     /// hardware queue depth, 8 to 64).
     // They serve `Store::submit_get` (reads for callers that must not block) and the writers'
     // warming reads. Each waits on one disk read at a time when the data is cold, so they are
-    // what keeps the device's queue full (`crate::lookups`; README, "Bigger than RAM").
+    // what keeps the device's queue full (`crate::lookups`; docs/decisions/cold-reads.md).
     #[cfg_attr(feature = "cli", arg(long))]
     pub lookup_threads: usize,
     /// RAM for recently read records, MiB (at most: the memory budget may give less); 0: no
