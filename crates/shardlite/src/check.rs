@@ -11,7 +11,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use shardlite_engine::{Config, Error, PartitionCheck, Store};
 
-use crate::interrupt;
+use crate::{
+    interrupt,
+    remote::{Auth, Remote},
+};
+use reqwest::Method;
 
 /// What the check concluded; its exit status is the discriminant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -29,20 +33,17 @@ enum Verdict {
 
 /// Flags of `shardlite check`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Exit status: 0 clean, 1 findings, 2 could not run, 130 interrupted.\n\nExamples:\n  \
+                        shardlite check --data /var/lib/shardlite\n  \
+                        shardlite check --url http://127.0.0.1:8080 --token-file admin.token --json")]
 pub struct CheckArgs {
     /// The data directory (no server may be running on it).
     #[arg(long, conflicts_with = "url", required_unless_present = "url")]
     pub data: Option<PathBuf>,
-    /// A running server instead (`GET /admin/check`, a token with the admin role); the writes of
-    /// a partition being checked wait meanwhile.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// The admin token for --url; better in the variable.
-    #[arg(long, requires = "url", env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
-    pub auth_token: Option<String>,
-    /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
-    #[arg(long, value_name = "FILE", requires = "url")]
-    pub tls_ca: Option<PathBuf>,
+    /// A running server instead (`GET /admin/check`: a token with the `admin` role); the writes
+    /// of a partition being checked wait meanwhile.
+    #[command(flatten)]
+    pub remote: Remote,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -68,9 +69,9 @@ struct Report {
 
 /// Runs `shardlite check`; its exit status.
 pub fn run(args: CheckArgs) -> ExitCode {
-    let report = match (&args.data, &args.url) {
+    let report = match (&args.data, &args.remote.url) {
         (Some(data), _) => examine(data),
-        (None, Some(url)) => ask(url, args.auth_token.as_deref(), args.tls_ca.as_deref()),
+        (None, Some(url)) => ask(&args.remote.auth, url),
         (None, None) => refused(Verdict::CouldNotRun, "give --data or --url".into()),
     };
     if args.json {
@@ -106,30 +107,15 @@ fn judged(reports: Vec<PartitionCheck>) -> Report {
 }
 
 /// Asks the server at `url` to check its partitions (`GET /admin/check`).
-fn ask(url: &str, token: Option<&str>, ca: Option<&std::path::Path>) -> Report {
+fn ask(auth: &Auth, url: &str) -> Report {
     #[derive(serde::Deserialize)]
     struct Reports {
         reports: Vec<PartitionCheck>,
     }
-    let url = format!("{}/admin/check", url.trim_end_matches('/'));
-    let fetched = (|| -> anyhow::Result<Reports> {
-        let client = crate::stats::client(ca)?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        runtime.block_on(async {
-            let mut request = client.get(&url);
-            if let Some(token) = token {
-                request = request.bearer_auth(token);
-            }
-            let response = request.send().await?;
-            let status = response.status();
-            let body = response.text().await?;
-            anyhow::ensure!(status.is_success(), "{status}: {body}");
-            Ok(serde_json::from_str(&body)?)
-        })
-    })();
+    let fetched = auth.connect(url).and_then(|server| server.json::<Reports>(Method::GET, "/admin/check", None));
     match fetched {
         Ok(fetched) => judged(fetched.reports),
-        Err(err) => refused(Verdict::CouldNotRun, format!("GET {url}: {err:#}")),
+        Err(err) => refused(Verdict::CouldNotRun, format!("{err:#}")),
     }
 }
 

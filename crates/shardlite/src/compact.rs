@@ -8,22 +8,21 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use shardlite_engine::{CompactReport, Config, Store};
 
+use crate::remote::Remote;
+
 /// Flags of `shardlite compact`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  shardlite compact --data /var/lib/shardlite\n  \
+                        shardlite compact --url http://127.0.0.1:8080 --token-file admin.token")]
 pub struct CompactArgs {
-    /// A running server, e.g. http://127.0.0.1:8080; the writes of a partition being compacted
-    /// (and of the others of its writer thread) wait meanwhile.
-    #[arg(long, conflicts_with = "data", required_unless_present = "data")]
-    pub url: Option<String>,
+    /// A running server instead (`POST /admin/compact`: a token with the `admin` role); the
+    /// writes of a partition being compacted (and of the others of its writer thread) wait
+    /// meanwhile.
+    #[command(flatten)]
+    pub remote: Remote,
     /// A data directory no server has open.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
     pub data: Option<PathBuf>,
-    /// The admin token for --url; better in the variable.
-    #[arg(long, requires = "url", env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
-    pub auth_token: Option<String>,
-    /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
-    #[arg(long, value_name = "FILE", requires = "url")]
-    pub tls_ca: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -31,9 +30,9 @@ pub struct CompactArgs {
 
 /// Runs `shardlite compact`.
 pub fn run(args: CompactArgs) -> anyhow::Result<()> {
-    let report = match (&args.data, &args.url) {
+    let report = match (&args.data, &args.remote.url) {
         (Some(data), _) => offline(data)?,
-        (None, Some(url)) => online(url, args.auth_token.as_deref(), args.tls_ca.as_deref())?,
+        (None, Some(url)) => args.remote.auth.connect(url)?.json(reqwest::Method::POST, "/admin/compact", None)?,
         (None, None) => anyhow::bail!("give --url or --data"),
     };
     if args.json {
@@ -51,24 +50,6 @@ fn offline(data: &Path) -> anyhow::Result<CompactReport> {
     let report = store.compact()?;
     store.close();
     Ok(report)
-}
-
-/// Asks the server at `url` to compact its partitions and waits for its answer.
-fn online(url: &str, token: Option<&str>, ca: Option<&Path>) -> anyhow::Result<CompactReport> {
-    let url = format!("{}/admin/compact", url.trim_end_matches('/'));
-    let client = crate::stats::client(ca)?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let mut request = client.post(&url);
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        let response = request.send().await.with_context(|| format!("POST {url}"))?;
-        let status = response.status();
-        let body = response.text().await?;
-        anyhow::ensure!(status.is_success(), "POST {url}: {status}: {body}");
-        serde_json::from_str(&body).with_context(|| format!("reading the answer of POST {url}"))
-    })
 }
 
 /// One line: the space before and after, and the longest a writer waited.

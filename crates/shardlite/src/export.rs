@@ -22,25 +22,21 @@ use crate::{
         write::RecordWriter,
         Encoding, Format,
     },
-    stats,
+    remote::{Connection, Remote},
 };
 
 /// Flags of `shardlite export`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  shardlite export --data /var/lib/shardlite --out all.bin.zst\n  \
+                        shardlite export --url http://127.0.0.1:8080 --token-file read.token --out all.csv")]
 pub struct ExportArgs {
     /// The data directory (no server may be running on it).
     #[arg(long, conflicts_with = "url", required_unless_present = "url")]
     pub data: Option<PathBuf>,
-    /// A running server instead, e.g. http://127.0.0.1:8080: each partition from one snapshot
-    /// (`GET /export`), its writers never held up.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Bearer token for a server started with --auth-token.
-    #[arg(long, requires = "url")]
-    pub auth_token: Option<String>,
-    /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
-    #[arg(long, value_name = "FILE", requires = "url")]
-    pub tls_ca: Option<PathBuf>,
+    /// A running server instead (`GET /export` of each partition, from one snapshot each, its
+    /// writers never held up: a token with the `read` role).
+    #[command(flatten)]
+    pub remote: Remote,
     /// Where to write (default standard output); `.zst` and `.gz` compress.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -99,7 +95,7 @@ fn export_to(args: ExportArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let format = args.format.or_else(|| args.out.as_deref().and_then(Format::of_name)).unwrap_or(Format::Csv);
     let mut out = RecordWriter::create(args.out.as_deref(), format, args.encoding)?;
-    let partitions = match (&args.data, &args.url) {
+    let partitions = match (&args.data, &args.remote.url) {
         (Some(data), _) => {
             let store =
                 Store::open(data, Config::inspection()).with_context(|| format!("opening {}", data.display()))?;
@@ -130,10 +126,7 @@ fn export_to(args: ExportArgs) -> anyhow::Result<()> {
             store.close();
             partitions
         }
-        (None, Some(url)) => {
-            let client = stats::client(args.tls_ca.as_deref())?;
-            download(&client, url, args.auth_token.as_deref(), args.partition, &mut out)?
-        }
+        (None, Some(url)) => download(&args.remote.auth.connect(url)?, args.partition, &mut out)?,
         (None, None) => anyhow::bail!("give --data or --url"),
     };
     let records = out.finish()?;
@@ -176,45 +169,31 @@ fn total(stats: &StoreStats, partitions: &[u32]) -> u64 {
     partitions.iter().map(|&p| stats.partitions[p as usize].records).sum()
 }
 
-/// Exports the partitions of the server at `url` (all, or `only`), each through `GET /export`.
-fn download(
-    client: &reqwest::Client,
-    url: &str,
-    token: Option<&str>,
-    only: Option<u32>,
-    out: &mut RecordWriter,
-) -> anyhow::Result<Vec<u32>> {
-    let stats = stats::fetch(client, url, token)?;
-    let partitions = chosen(only, &stats)?;
-    let bar = progress::records("exported", total(&stats, &partitions));
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    for &p in &partitions {
-        let url = format!("{}/export?partition={p}", url.trim_end_matches('/'));
-        download_partition(&runtime, client, &url, token, out, &bar).with_context(|| format!("GET {url}"))?;
+/// Exports the partitions of a server (all, or `only`), each through `GET /export`: the first
+/// answer's `Shardlite-Partitions` says how many there are (a `read` token is all it takes).
+fn download(server: &Connection, only: Option<u32>, out: &mut RecordWriter) -> anyhow::Result<Vec<u32>> {
+    let bar = progress::count("exported");
+    let first = only.unwrap_or(0);
+    let partitions = download_partition(server, first, out, &bar)?;
+    let chosen = match only {
+        Some(p) => vec![p],
+        None => (0..partitions).collect(),
+    };
+    for &p in chosen.iter().skip(1) {
+        download_partition(server, p, out, &bar)?;
     }
     bar.finish_and_clear();
-    Ok(partitions)
+    Ok(chosen)
 }
 
-/// Writes the records of one `GET /export` stream to `out`; refuses a stream without its end.
-fn download_partition(
-    runtime: &tokio::runtime::Runtime,
-    client: &reqwest::Client,
-    url: &str,
-    token: Option<&str>,
-    out: &mut RecordWriter,
-    bar: &ProgressBar,
-) -> anyhow::Result<()> {
-    let mut request = client.get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = runtime.block_on(request.send())?;
-    let status = response.status();
-    if !status.is_success() {
-        let body = runtime.block_on(response.text()).unwrap_or_default();
-        anyhow::bail!("{status}: {body}");
-    }
+/// Writes the records of partition `p`'s `GET /export` stream to `out`; refuses a stream
+/// without its end. The server's partition count.
+fn download_partition(server: &Connection, p: u32, out: &mut RecordWriter, bar: &ProgressBar) -> anyhow::Result<u32> {
+    let path = format!("/export?partition={p}");
+    let response = server.stream(&path)?;
+    let partitions = response.headers().get("shardlite-partitions").and_then(|v| v.to_str().ok()?.parse().ok());
+    let partitions = partitions.with_context(|| format!("GET {path}: no Shardlite-Partitions header"))?;
+    let runtime = server.runtime();
     let mut stream = BufReader::with_capacity(256 << 10, Download { runtime, response, chunk: Bytes::new() });
     read::read(Format::Bin, Encoding::Hex, &mut stream, &mut |record| match record {
         Ok(r) => {
@@ -225,6 +204,8 @@ fn download_partition(
         }
         Err(Bad { position, what, .. }) => anyhow::bail!("the server's stream, byte {position}: {what}"),
     })
+    .with_context(|| format!("GET {path}"))?;
+    Ok(partitions)
 }
 
 /// A response body read as it arrives.

@@ -12,6 +12,7 @@ mod load;
 mod logging;
 mod progress;
 mod records;
+mod remote;
 mod restore;
 mod serve;
 mod stats;

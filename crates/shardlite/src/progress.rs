@@ -14,6 +14,12 @@ pub fn records(what: &str, len: u64) -> ProgressBar {
     ProgressBar::new(len).with_style(ProgressStyle::with_template(&template).expect("a valid template"))
 }
 
+/// A count of records `what` whose total is not known, with records/s.
+pub fn count(what: &str) -> ProgressBar {
+    let template = format!("{{spinner}} {{human_pos}} records {what}, {{per_sec}}");
+    ProgressBar::no_length().with_style(ProgressStyle::with_template(&template).expect("a valid template"))
+}
+
 /// A bar of input bytes `what` (e.g. "read"), with bytes/s and the ETA.
 pub fn bytes(what: &str, len: u64) -> ProgressBar {
     let template =

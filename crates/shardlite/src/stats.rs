@@ -6,21 +6,19 @@ use std::path::PathBuf;
 use anyhow::Context;
 use shardlite_engine::{Config, Store, StoreStats};
 
+use crate::remote::{Connection, Remote};
+
 /// Flags of `shardlite stats`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  shardlite stats --data /var/lib/shardlite\n  \
+                        SHARDLITE_AUTH_TOKEN=... shardlite stats --url http://127.0.0.1:8080 --json")]
 pub struct StatsArgs {
     /// The data directory (offline: the directory is opened, no server may be running on it).
     #[arg(long, conflicts_with = "url", required_unless_present = "url")]
     pub data: Option<PathBuf>,
-    /// A running server, e.g. http://127.0.0.1:8080.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Bearer token (a `metrics` role) for a server that requires one; better in the variable.
-    #[arg(long, requires = "url", env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
-    pub auth_token: Option<String>,
-    /// With an `https://` --url: also trust the CAs of this PEM file (besides the system's).
-    #[arg(long, value_name = "FILE", requires = "url")]
-    pub tls_ca: Option<PathBuf>,
+    /// A running server instead (its `/stats`: a token with the `metrics` role).
+    #[command(flatten)]
+    pub remote: Remote,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -28,11 +26,11 @@ pub struct StatsArgs {
 
 /// Runs `shardlite stats`.
 pub fn run(args: StatsArgs) -> anyhow::Result<()> {
-    let stats = match (&args.data, &args.url) {
+    let stats = match (&args.data, &args.remote.url) {
         (Some(data), _) => {
             Store::open(data, Config::inspection()).with_context(|| format!("opening {}", data.display()))?.stats()
         }
-        (None, Some(url)) => fetch(&client(args.tls_ca.as_deref())?, url, args.auth_token.as_deref())?,
+        (None, Some(url)) => fetch(&args.remote.auth.connect(url)?)?,
         (None, None) => anyhow::bail!("give --data or --url"),
     };
     if args.json {
@@ -43,33 +41,13 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A client of a running server, `http://` or `https://` (HTTP/2 or HTTP/1.1), trusting the
-/// system's roots and the CAs of the PEM file `ca`.
-pub fn client(ca: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
-    let tls = shardlite_bench::tls::client_config(ca, &[b"h2", b"http/1.1"])?;
-    Ok(reqwest::Client::builder().use_preconfigured_tls(tls).build()?)
-}
-
-/// The store's figures from a running server's `/stats`, through `client`.
-pub fn fetch(client: &reqwest::Client, url: &str, token: Option<&str>) -> anyhow::Result<StoreStats> {
+/// The store's figures from a running server's `/stats`.
+pub fn fetch(server: &Connection) -> anyhow::Result<StoreStats> {
     #[derive(serde::Deserialize)]
     struct Document {
         store: StoreStats,
     }
-    let url = format!("{}/stats", url.trim_end_matches('/'));
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let mut request = client.get(&url);
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        let response = request.send().await.with_context(|| format!("GET {url}"))?;
-        let status = response.status();
-        let body = response.text().await?;
-        anyhow::ensure!(status.is_success(), "GET {url}: {status}: {body}");
-        let document: Document = serde_json::from_str(&body).with_context(|| format!("reading {url}"))?;
-        Ok(document.store)
-    })
+    Ok(server.json::<Document>(reqwest::Method::GET, "/stats", None)?.store)
 }
 
 /// The stats as a table: one row per partition, then the totals.

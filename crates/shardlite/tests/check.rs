@@ -117,7 +117,7 @@ async fn a_running_server_is_checked_with_an_admin_token() {
     let (code, stdout, stderr) = live("admin-3f9c1e").await.unwrap();
     assert_eq!((code, stdout.as_str()), (0, "clean: 3 partitions checked, 20 records, no findings\n"), "{stderr}");
     let (code, _, stderr) = live("write-8b2d4a").await.unwrap();
-    assert!(code == 2 && stderr.contains("403") && stderr.contains("forbidden"), "{code} {stderr}");
+    assert!(code == 2 && stderr.contains("403") && stderr.contains("lacks the `admin` role"), "{code} {stderr}");
     assert!(server.stop().success());
 }
 

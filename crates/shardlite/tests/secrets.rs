@@ -79,3 +79,54 @@ fn a_non_loopback_address_without_a_token_is_refused() {
     assert!(stderr.contains("--insecure-no-auth") && stderr.contains("--auth-token-file"), "{stderr}");
     assert!(!dir.path().join("data").exists(), "refused before the directory was created");
 }
+
+/// The commands that reach a running server take their token from `--token-file` or
+/// `SHARDLITE_AUTH_TOKEN` (never needed on their command line), each needs only the role of its
+/// work (`export --url`: `read`), and a refusal names the role the token lacks.
+#[tokio::test]
+async fn remote_commands_take_a_token_file_and_need_the_least_role() {
+    const READER: &str = "reader-5d2e8c1b7a90";
+    const ADMIN: &str = "admin-7b3f0e9c2d41";
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("write {WRITER}\nread {READER}\nmetrics {DASHBOARD}\nadmin {ADMIN}\n")).unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--auth-token-file", tokens.to_str().unwrap()]).await;
+    for i in 0..20 {
+        assert_eq!(status(&server, reqwest::Method::PUT, &format!("/kv/6b{i:02x}"), WRITER).await, StatusCode::CREATED);
+    }
+    let file = |name: &str, token: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("{token}\n")).unwrap();
+        path
+    };
+    let (reader, dashboard) = (file("reader", READER), file("dashboard", DASHBOARD));
+    let shardlite = |args: &[&str], token_file: Option<&std::path::Path>, env: Option<&str>| {
+        let mut command = Command::new(EXE);
+        command.args(args).args(["--url", &server.url]).env_remove("SHARDLITE_AUTH_TOKEN");
+        if let Some(file) = token_file {
+            command.arg("--token-file").arg(file);
+        }
+        if let Some(token) = env {
+            command.env("SHARDLITE_AUTH_TOKEN", token);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+
+    let (ok, said) = shardlite(&["export", "--format", "csv"], Some(&reader), None);
+    assert!(ok, "export --url with a read token: {said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("6b")).count(), 20, "{said}");
+    let (ok, said) = shardlite(&["stats", "--json"], Some(&reader), None);
+    assert!(!ok && said.contains("403") && said.contains("lacks the `metrics` role"), "{said}");
+    let (ok, said) = shardlite(&["stats", "--json"], Some(&dashboard), None);
+    assert!(ok, "stats with a metrics token: {said}");
+    let (ok, said) = shardlite(&["check"], None, Some(ADMIN));
+    assert!(ok && said.contains("clean"), "check with the admin token in the variable: {said}");
+    let (ok, said) = shardlite(&["check"], Some(&dashboard), Some(ADMIN));
+    assert!(!ok && said.contains("lacks the `admin` role"), "--token-file wins over the variable: {said}");
+    let (ok, said) = shardlite(&["compact"], None, None);
+    assert!(!ok && said.contains("401") && said.contains("--token-file"), "no token: {said}");
+}

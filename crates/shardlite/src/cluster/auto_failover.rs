@@ -29,7 +29,7 @@ const RETRY_FAILED: Duration = Duration::from_secs(5);
 
 /// Watches the other nodes' leases and fails over those that lose theirs, until aborted.
 pub async fn watch(mut etcd: Etcd, cluster: Arc<Cluster>, lease: Arc<AtomicI64>, token: Option<String>) {
-    let client = match crate::stats::client(None) {
+    let client = match crate::remote::client(None) {
         Ok(client) => client,
         Err(err) => return tracing::error!(err = format!("{err:#}"), "no HTTP client: automatic failover is off"),
     };

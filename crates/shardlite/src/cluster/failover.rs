@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use shardlite_server::cluster::View;
 
 use super::{etcd::Etcd, runtime, Asking};
-use crate::stats;
+use crate::remote;
 
 /// How long a survivor's refusal to take a partition over is asked again.
 const REFUSED_FOR: Duration = Duration::from_secs(2);
@@ -72,10 +72,11 @@ pub struct TakenOver {
 /// Runs `cluster failover`.
 pub fn run(args: &FailoverArgs) -> anyhow::Result<()> {
     let (node, args) = (&args.node, &args.asking);
-    let client = stats::client(None)?;
+    let client = remote::client(args.auth.tls_ca.as_deref())?;
+    let token = args.auth.token()?;
     let report = runtime()?.block_on(async {
         let mut etcd = Etcd::connect(&args.etcd).await?;
-        fail_over(&mut etcd, &client, node, args.auth_token.as_deref()).await
+        fail_over(&mut etcd, &client, node, token.as_deref()).await
     })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

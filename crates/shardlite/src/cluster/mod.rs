@@ -21,6 +21,8 @@ use shardlite_server::cluster::ClusterMap;
 
 use etcd::{Etcd, EtcdOptions};
 
+use crate::remote::Auth;
+
 /// `shardlite cluster ...`.
 #[derive(Debug, Args)]
 pub struct ClusterArgs {
@@ -51,10 +53,9 @@ struct Asking {
     /// One JSON document instead of text.
     #[arg(long)]
     json: bool,
-    /// Bearer token for the nodes (role "metrics" for `status`, "admin" for `move` and
-    /// `failover`); better in the variable.
-    #[arg(long, env = "SHARDLITE_AUTH_TOKEN", hide_env_values = true)]
-    auth_token: Option<String>,
+    /// The token for the nodes: role `metrics` for `status`, `admin` for `move` and `failover`.
+    #[command(flatten)]
+    auth: Auth,
 }
 
 /// `shardlite cluster init`.

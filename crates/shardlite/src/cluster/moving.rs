@@ -8,7 +8,6 @@
 use anyhow::Context;
 
 use super::{etcd::Etcd, runtime, Asking};
-use crate::stats;
 
 /// `shardlite cluster move`.
 #[derive(Debug, clap::Args)]
@@ -38,19 +37,11 @@ pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
     );
     let owner = view.owner(p);
     anyhow::ensure!(owner.node != *to, "partition {p} is on node `{to}` already");
-    let client = stats::client(None)?;
-    let url = format!("{}/admin/move?partition={p}&to={to}", owner.address);
-    let moved: serde_json::Value = runtime.block_on(async {
-        let mut request = client.post(&url);
-        if let Some(token) = &args.auth_token {
-            request = request.bearer_auth(token);
-        }
-        let answer = request.send().await.with_context(|| format!("asking node `{}` at {url}", owner.node))?;
-        let status = answer.status();
-        let body = answer.text().await?;
-        anyhow::ensure!(status.is_success(), "node `{}` did not move partition {p}: {status} {body}", owner.node);
-        serde_json::from_str(&body).with_context(|| format!("node `{}` answered {body}", owner.node))
-    })?;
+    let path = format!("/admin/move?partition={p}&to={to}");
+    let node = args.auth.connect(&owner.address)?;
+    let moved: serde_json::Value = node
+        .json(reqwest::Method::POST, &path, None)
+        .with_context(|| format!("node `{}` did not move partition {p}", owner.node))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&moved)?);
     } else {

@@ -37,14 +37,13 @@ struct NodeStatus {
 pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
     let args = &args.asking;
     let view = runtime()?.block_on(async { Etcd::connect(&args.etcd).await?.existing_view().await })?;
-    let client = stats::client(None)?;
     let nodes = view
         .addresses
         .iter()
         .map(|(id, address)| {
             let (alive, partitions) = (view.alive.contains(id), view.map.owned_by(id));
             let records = alive
-                .then(|| stats::fetch(&client, address, args.auth_token.as_deref()))
+                .then(|| args.auth.connect(address).and_then(|node| stats::fetch(&node)))
                 .and_then(|fetched| fetched.map_err(|err| eprintln!("{id}: {err:#}")).ok())
                 .map(|s| s.partitions.iter().filter(|p| partitions.contains(&p.partition)).map(|p| p.records).sum());
             NodeStatus { id: id.clone(), address: address.clone(), alive, partitions, records }
