@@ -14,7 +14,7 @@ use crate::{Error, Result};
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum IndexMode {
-    /// The compact hash index: ~8-10 bytes a record, one index page read per lookup.
+    /// The compact hash index: about 6 bytes a record, one index page read per lookup.
     #[default]
     Hash,
     /// A SQLite UNIQUE index on the key: the obvious design, kept as a baseline.
@@ -115,7 +115,7 @@ pub struct CreateOptions {
     #[cfg_attr(feature = "cli", arg(long))]
     pub index: Option<IndexMode>,
     /// Key hash seed of a new data directory.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub hash_seed: Option<u64>,
     /// Fingerprint width of a new data directory, bits; below 32 only to force collisions in
     /// tests (so a key of the file, not a flag).
@@ -164,7 +164,7 @@ impl CreateOptions {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// SQLite journal.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub journal: JournalMode,
     /// What an acknowledged write survives.
     // `full` is kept by the commit log or by each commit's fsync: `Config::uses_commit_log`.
@@ -174,19 +174,19 @@ pub struct Config {
     /// round of commits (true), or with an fsync of each partition's WAL (false).
     // One flush for a whole round of commits over any number of partitions (`crate::commitlog`);
     // off is kept to measure the difference.
-    #[cfg_attr(feature = "cli", arg(long, value_name = "BOOL", action = clap::ArgAction::Set))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long, value_name = "BOOL", action = clap::ArgAction::Set))]
     pub commit_log: bool,
     /// MiB preallocated for each commit log segment.
     // A nearly full disk gets smaller ones: fewer segment switches against more disk held.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub log_segment_mib: u64,
     /// SQLite page size of new partitions, bytes.
     // 512..=65536, a power of two; it takes effect only before a partition's first table.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub page_size: u32,
     /// SQLite mmap_size per connection, bytes.
     // 0: no memory mapping.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub mmap_size: u64,
     /// RAM the store may hold, MiB [default: a quarter of the machine's RAM, or seven eighths of
     /// the container's memory limit if that is less].
@@ -195,10 +195,10 @@ pub struct Config {
     #[cfg_attr(feature = "cli", arg(long))]
     pub memory_budget_mib: Option<u64>,
     /// SQLite page cache per connection, KiB (at most: the memory budget may give less).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub cache_size_kib: u32,
     /// Writer transactions.
-    #[cfg_attr(feature = "cli", arg(long = "tx"))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long = "tx"))]
     pub transaction: TxMode,
     /// Largest value, bytes.
     #[cfg_attr(feature = "cli", arg(long))]
@@ -208,7 +208,7 @@ pub struct Config {
     // full` waits for an fsync, and fsyncs of different files overlap well (measured: 16
     // threads commit 5x more than 1 with 64 callers on 16 partitions), so this is more threads
     // than cores on purpose.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub writer_threads: usize,
     /// With the commit log: a single write runs on its caller's thread, not its writer
     /// thread's, while fewer than this many are under way; 0: never.
@@ -216,38 +216,38 @@ pub struct Config {
     // a few connections cost more than the transaction (`partition::writer::inline`); under
     // heavier load the writer threads' rounds share flushes better (docs/design.md, "Inline
     // writes").
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub inline_writes_below: usize,
     /// Jobs each writer queue (and the lookup queue) holds before answering 503.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub queue_capacity: usize,
     /// Most write requests per commit; 1 turns group commit off.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub max_batch: usize,
     /// How long a writer waits for more requests after the first, µs.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub max_linger_us: u64,
     /// Threads serving reads; 0: sized from the disk under the data directory (a quarter of its
     /// hardware queue depth, 8 to 64).
     // They serve `Store::submit_get` (reads for callers that must not block) and the writers'
     // warming reads. Each waits on one disk read at a time when the data is cold, so they are
     // what keeps the device's queue full (`crate::lookups`; docs/decisions/cold-reads.md).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub lookup_threads: usize,
     /// RAM for recently read records, MiB (at most: the memory budget may give less); 0: no
     /// cache.
     // A read of a cached key is answered on the caller's thread without touching SQLite
     // (`crate::cache`).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub record_cache_mib: u64,
     /// Read-only SQLite connections per partition (at least: a store of fewer partitions than
     /// lookup threads opens up to lookup_threads / partitions; the memory budget may give fewer).
     // Kept per partition, opened on demand.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub readers_per_partition: usize,
     /// WAL pages after which a partition is checkpointed (each partition's threshold lies between
     /// three quarters of this and all of it, so that checkpoints do not come in one wave).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub checkpoint_pages: u32,
     /// A Litestream process replicates this directory (docs/operations.md): leave checkpoints
     /// to it, checkpointing a partition only when its WAL passes 16 x checkpoint_pages, and then
@@ -258,7 +258,7 @@ pub struct Config {
     pub litestream: bool,
     /// Index entries held in RAM before a merge into the index file (at most: the memory budget
     /// may give fewer).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub merge_threshold: usize,
     /// Open even though a partition's write-ahead log is missing and the commits in it are
     /// lost (refused otherwise, saying so), serving what the database files hold.

@@ -1,7 +1,8 @@
 //! [`DirLock`]: one process at a time per data directory, and whether the last one closed it.
 //!
 //! - `DIR/shardlite.lock` is held with an exclusive `flock` while a store, the bulk loader or an
-//!   import has the directory open: a second one is refused instead of corrupting the files.
+//!   import has the directory open: a second one is refused instead of corrupting the files,
+//!   told which process holds it (the holder writes its id there).
 //! - `DIR/shardlite.open` marks a session whose partitions are open, from when they all are
 //!   until they are all checkpointed at close. Found at open, it means the last session did not
 //!   close (a crash, `kill -9`, power loss): a missing write-ahead log may mean lost commits
@@ -81,12 +82,23 @@ pub struct DirLock {
 }
 
 impl DirLock {
-    /// Takes the directory's lock, or fails with [`Error::InUse`] if another process holds it.
+    /// Takes the directory's lock, or fails with [`Error::InUse`] (naming the process that
+    /// holds it) if another process holds it. The holder writes its process id in the lock
+    /// file, for that message only.
     pub fn acquire(layout: &Layout) -> Result<Self> {
         let path = layout.lock();
-        let file = OpenOptions::new().write(true).create(true).truncate(false).open(&path);
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
         let file = file.map_err(|e| Error::io(&path, &e))?;
-        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| Error::InUse { path })?;
+        let mut lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(mut file, _)| {
+            let mut text = String::new();
+            let holder =
+                std::io::Read::read_to_string(&mut file, &mut text).ok().and_then(|_| text.trim().parse().ok());
+            Error::InUse { path: path.clone(), holder }
+        })?;
+        let written = lock
+            .set_len(0)
+            .and_then(|()| std::io::Write::write_all(&mut *lock, std::process::id().to_string().as_bytes()));
+        written.map_err(|e| Error::io(&path, &e))?;
         let marker = layout.open_marker();
         let unclean = marker.exists();
         let shown_lost = unclean && read_marker(&marker) != Some(Shown::OnlyDurable);

@@ -95,10 +95,26 @@ pub enum Error {
         message: String,
     },
     /// Another process has the data directory open.
-    #[error("data directory in use: {path} is locked by another shardlite process")]
+    #[error(
+        "data directory in use: {} holds the lock of {}{}; reach a running server with --url \
+         instead of --data, or stop it first",
+        path.display(),
+        holder.map_or("another shardlite process".to_owned(), |pid| format!("shardlite process {pid}")),
+        holder.map_or(String::new(), |pid| format!(" (`ps -p {pid}`)"))
+    )]
     InUse {
         /// The directory's lock file.
         path: PathBuf,
+        /// The process holding it, as it wrote in the lock file.
+        holder: Option<u32>,
+    },
+    /// The data directory given is not one: a file, or a directory holding other files.
+    #[error("{} {why}", path.display())]
+    NotADataDirectory {
+        /// What was given.
+        path: PathBuf,
+        /// What it is instead, and what to give.
+        why: String,
     },
     /// A partition's write-ahead log is gone and commits were (or may have been) lost with it.
     #[error(

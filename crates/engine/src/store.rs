@@ -152,6 +152,38 @@ impl Shared {
     }
 }
 
+/// Refuses to create a store at `dir` if it is a file, or a directory that holds other files
+/// (but `lost+found`, which a file system's root has): a wrong `--data` must not turn a folder
+/// of something else into a data directory.
+fn refuse_foreign(dir: &Path) -> Result<()> {
+    let refused = |why: String| Err(Error::NotADataDirectory { path: dir.to_owned(), why });
+    match std::fs::metadata(dir) {
+        Err(_) => Ok(()),
+        Ok(meta) if !meta.is_dir() => {
+            refused("is a file, not a directory: give a directory (a new one is created)".into())
+        }
+        Ok(_) => {
+            let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, &e))?;
+            let mut names: Vec<String> = entries
+                .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+                .filter(|name| name != "lost+found")
+                .collect();
+            names.sort();
+            match names.first() {
+                None => Ok(()),
+                Some(first) => refused(format!(
+                    "holds other files ({first}{}) and no shardlite.toml: it is not a shardlite data directory; \
+                     give a new or empty directory, or the one that holds shardlite.toml",
+                    match names.len() {
+                        1 => String::new(),
+                        n => format!(" and {} more", n - 1),
+                    }
+                )),
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("dir", &self.layout.dir()).field("manifest", &self.manifest).finish()
@@ -175,6 +207,13 @@ impl Store {
     /// Opens an existing data directory with `config`; it is what its manifest says it is.
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Self> {
         let layout = Layout::new(dir.as_ref());
+        if !layout.exists() {
+            let why = match dir.as_ref().is_dir() {
+                true => "holds no shardlite.toml: it is not a shardlite data directory (a typo?)",
+                false => "does not exist, or is not a directory (a typo?)",
+            };
+            return Err(Error::NotADataDirectory { path: dir.as_ref().to_owned(), why: why.into() });
+        }
         let manifest = Manifest::read(&layout.manifest())?;
         Self::start(layout, config, manifest)
     }
@@ -191,9 +230,11 @@ impl Store {
             manifest.check_matches(&create, &layout.manifest())?;
             manifest
         } else {
+            refuse_foreign(layout.dir())?;
             std::fs::create_dir_all(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
             let manifest = Manifest::new(&create);
             manifest.write(&layout.manifest())?;
+            tracing::info!(dir = %layout.dir().display(), partitions = manifest.partitions, "created a new data directory");
             manifest
         };
         Self::start(layout, config, manifest)
@@ -293,8 +334,9 @@ impl Store {
         lookups.start(config.lookup_threads, Arc::new(move |key: &[u8]| read.read_through(key)), |name, f| {
             spawn(name, f)
         })?;
+        let records: u64 = shared.partitions.iter().map(|p| p.counters.records.load(Ordering::Relaxed)).sum();
         tracing::info!(
-            dir = %layout.dir().display(), partitions = manifest.partitions, index = %manifest.index,
+            dir = %layout.dir().display(), partitions = manifest.partitions, index = %manifest.index, records,
             memory_budget_mib = memory.budget >> 20, "store opened"
         );
         Ok(Self {

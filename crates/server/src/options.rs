@@ -68,7 +68,7 @@ pub struct ServerOptions {
     /// default): never.
     // Widens the moment a partition move's flip can fall into, so that tests meet it at will.
     #[serde(rename = "test_read_pause_ms", with = "millis")]
-    #[cfg_attr(feature = "cli", arg(id = "test_read_pause_ms", long = "test-read-pause-ms", value_name = "TEST_READ_PAUSE_MS", value_parser = millis::parse))]
+    #[cfg_attr(feature = "cli", arg(hide = true, id = "test_read_pause_ms", long = "test-read-pause-ms", value_name = "TEST_READ_PAUSE_MS", value_parser = millis::parse))]
     pub test_read_pause: Duration,
     /// Log one line per request.
     // At `info`, target `shardlite_server::request`.

@@ -81,7 +81,9 @@ pub async fn run_reloading(
     let builder = Arc::new(http_builder(&state.options));
     let graceful = GracefulShutdown::new();
     let (max_connections, auth, name) = (state.options.max_connections, state.auth.enabled(), backend.name());
-    tracing::info!(%addr, max_connections, auth, backend = name, "serving");
+    // While the storage opens (`backend = "opening"`) only the probes answer: not yet serving.
+    let listening = if name == "opening" { "listening; the storage is opening" } else { "serving" };
+    tracing::info!(%addr, max_connections, auth, backend = name, "{listening}");
 
     let reloading = tokio::spawn(reload_on_request(reload, Arc::clone(&state)));
     tokio::pin!(shutdown);
@@ -122,8 +124,12 @@ pub async fn run_reloading(
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!("requests still in flight after the grace period; dropping their connections");
     }
+    let opened = backend.name() != "opening";
     backend.close().await;
-    tracing::info!("shutdown complete: queued writes committed, backend closed");
+    match opened {
+        true => tracing::info!("shutdown complete: queued writes committed, backend closed"),
+        false => tracing::info!("stopped before the storage opened"),
+    }
     Ok(())
 }
 

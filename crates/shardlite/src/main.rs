@@ -26,9 +26,17 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// An HTTP key-value server on partitioned SQLite.
+/// An HTTP key-value server on partitioned SQLite, with its bulk loader, import and export,
+/// backups and restores, cluster tools and benchmark.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(
+    version,
+    about = "An HTTP key-value server on partitioned SQLite, with its loader, import and export, backups, cluster \
+             tools and benchmark",
+    after_help = "Start with:\n  shardlite serve --data /var/lib/shardlite   (then: curl -X PUT --data-binary hi \
+                  http://127.0.0.1:8080/kv/6b6579)\n  shardlite bench                            (a demonstration: \
+                  spawns a server, loads it, measures it)\n\nEach command's --help has examples; docs/ has the rest."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -37,16 +45,29 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the HTTP key-value API (docs/http-api.md) from a data directory until SIGTERM or Ctrl-C.
+    #[command(after_help = "Tuning settings (threads, queues, page and cache sizes, checkpoints, the commit log) \
+                            are left out of this list: docs/operations.md, \"Settings\", has them all. Every \
+                            setting is also a variable (SHARDLITE_ and its name: SHARDLITE_MAX_BATCH) and a key of \
+                            --config FILE.toml.\n\nExamples:\n  shardlite serve --data /var/lib/shardlite\n  \
+                            shardlite serve --data /var/lib/shardlite --listen 0.0.0.0:8080 --auth-token-file \
+                            /etc/shardlite/tokens\n  shardlite serve --config /etc/shardlite/shardlite.toml")]
     Serve(Box<serve::ServeArgs>),
     /// Benchmark a server over HTTP: workloads, cost and latency (docs/bench.md). With no
     /// arguments: spawn a server, load 200,000 records, run every workload, print the table.
+    #[command(after_help = "Examples:\n  shardlite bench\n  shardlite bench --url http://127.0.0.1:8080 --workloads \
+                            select,insert --concurrency 100 --duration 10\n  shardlite bench matrix --spawn-postgres")]
     Bench(Box<shardlite_bench::BenchArgs>),
     /// Benchmark the storage engine directly (no HTTP): insert, update and get per index mode.
+    #[command(after_help = "Example:\n  shardlite bench-engine --records 100000")]
     BenchEngine(shardlite_bench::BenchEngineArgs),
     /// Bulk-load a deterministic data set into a data directory (offline, at full speed).
+    #[command(after_help = "Example:\n  shardlite load --data /tmp/db-a --records 10000000 --shape db-a")]
     Load(load::LoadArgs),
     /// Import records from csv, tsv, jsonl or bin files: all or nothing, at bulk-load speed
-    /// (docs/import-export.md).
+    /// (docs/import-export.md). Stop the server first: the import needs the directory to itself.
+    #[command(after_help = "Examples:\n  shardlite import --data /var/lib/shardlite records.csv\n  \
+                            zstdcat dump.jsonl.zst | shardlite import --data /var/lib/shardlite --format jsonl -\n  \
+                            shardlite import --data /var/lib/shardlite --resume     (finish an interrupted import)")]
     Import(import::ImportArgs),
     /// Export every record, with its counter, as csv, tsv, jsonl or bin (docs/import-export.md).
     Export(export::ExportArgs),
@@ -63,11 +84,14 @@ enum Command {
     Backup(backup::BackupArgs),
     /// Write the Litestream config that replicates every partition of a data directory
     /// (docs/operations.md, "Continuous replication (Litestream)").
+    #[command(after_help = "Example:\n  shardlite litestream-config --data /var/lib/shardlite --replica \
+                            s3://bucket/shardlite --out /etc/litestream.yml")]
     LitestreamConfig(litestream::LitestreamConfigArgs),
     /// Make a new data directory from a copy, verifying it: a backup (--from) or Litestream's
     /// replicas (--from-litestream) (docs/operations.md).
     Restore(restore::RestoreArgs),
-    /// A cluster of nodes whose map is in etcd: create the map, show it (docs/cluster.md).
+    /// A cluster of nodes whose map is in etcd: create the map, show it, move a partition, fail
+    /// a dead node over (docs/cluster.md).
     Cluster(cluster::ClusterArgs),
 }
 

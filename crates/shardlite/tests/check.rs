@@ -71,7 +71,7 @@ async fn what_keeps_the_check_from_running_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout, stderr) = check(&dir.path().join("nothing-here"), false);
     assert_eq!(code, 2);
-    assert!(stdout.contains("could not run") && stderr.contains("no such directory"), "{stdout} {stderr}");
+    assert!(stdout.contains("could not run") && stderr.contains("does not exist"), "{stdout} {stderr}");
     let (code, stdout, _) = check(&dir.path().join("nothing-here"), true);
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!((code, &report["verdict"]), (2, &"could_not_run".into()));

@@ -25,6 +25,11 @@ use crate::remote::Auth;
 
 /// `shardlite cluster ...`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  shardlite cluster init --etcd http://10.0.0.9:2379 \\\n      \
+                        --nodes n1=http://10.0.0.1:8080,n2=http://10.0.0.2:8080,n3=http://10.0.0.3:8080\n  \
+                        shardlite cluster status --etcd http://10.0.0.9:2379\n  \
+                        shardlite cluster move 17 n3 --etcd http://10.0.0.9:2379 --token-file admin.token\n  \
+                        shardlite cluster failover n2 --etcd http://10.0.0.9:2379 --token-file admin.token")]
 pub struct ClusterArgs {
     #[command(subcommand)]
     command: ClusterCommand,

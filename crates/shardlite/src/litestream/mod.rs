@@ -82,7 +82,7 @@ impl Litestream {
             std::io::ErrorKind::NotFound => anyhow::anyhow!(
                 "Litestream not found (`{}`): install it with `go install \
                  github.com/benbjohnson/litestream/cmd/litestream@{TESTED_VERSION}` (or .ci/litestream), or name \
-                 it with --litestream-bin / SHARDLITE_LITESTREAM",
+                 it with --litestream-bin / SHARDLITE_LITESTREAM_BIN",
                 self.bin.display()
             ),
             _ => anyhow::anyhow!("running {}: {err}", self.bin.display()),

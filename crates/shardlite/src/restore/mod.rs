@@ -9,6 +9,9 @@ use std::path::PathBuf;
 
 /// Flags of `shardlite restore`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  shardlite restore --from /backups/today --data /var/lib/shardlite-restored\n  \
+                        shardlite restore --from-litestream litestream.yml --data /var/lib/shardlite-restored \\\n      \
+                        --timestamp 2026-11-23T14:00:00Z")]
 pub struct RestoreArgs {
     /// Where the records come from.
     #[command(flatten)]
@@ -21,7 +24,7 @@ pub struct RestoreArgs {
     #[arg(long, value_name = "T", requires = "from_litestream")]
     pub timestamp: Option<String>,
     /// With --from-litestream: the litestream binary (a name is looked up on PATH).
-    #[arg(long, value_name = "PATH", env = "SHARDLITE_LITESTREAM", default_value = "litestream")]
+    #[arg(long, value_name = "PATH", env = "SHARDLITE_LITESTREAM_BIN", default_value = "litestream")]
     pub litestream_bin: PathBuf,
 }
 

@@ -25,6 +25,7 @@ use crate::{cluster, logging};
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = settings::resolve(args)?;
     let _logs = logging::init("info", settings.log.log_format, settings.log.access_log.as_deref())?;
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "shardlite serve starting");
     if settings.token_on_command_line {
         tracing::warn!(
             "--auth-token on the command line is visible to every user of the machine (ps); \
