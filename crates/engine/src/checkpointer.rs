@@ -32,13 +32,19 @@
 //! 42 s to close 8 partitions) and then failed unnoticed. Either way a checkpoint that leaves
 //! frames behind is logged; the frames stay in the WAL, which the commit log's close makes
 //! durable and the next open reads.
+//!
+//! **Idle partitions** ([`IdleWals`]): after a checkpoint a WAL keeps its file, up to
+//! `checkpoint_pages` pages, for the next writes to reuse; 256 partitions written once each
+//! would hold 1 GB of WAL whatever their data. So a partition without a commit for
+//! `idle_wal_secs` gets a TRUNCATE checkpoint (skipped if its writer or a reader is busy), and
+//! its WAL shrinks to nothing until it is written again.
 
 use std::{
     sync::{atomic::Ordering, Arc},
     time::{Duration, Instant},
 };
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use rusqlite::Connection;
 
 use crate::{
@@ -108,24 +114,98 @@ impl Checkpoints {
     }
 }
 
-/// Runs checkpoints as they are asked for until told to stop.
+/// Runs checkpoints as they are asked for until told to stop; between them, empties the WALs of
+/// partitions gone idle ([`IdleWals`]).
 pub fn run(jobs: Receiver<Job>, partitions: Vec<Arc<Partition>>, config: Config) {
-    for job in jobs {
-        let Job::Checkpoint(p) = job else { break };
-        let partition = &partitions[p as usize];
-        partition.checkpoint_queued.store(false, Ordering::Release);
-        if partition.poisoned().is_some() {
-            continue;
+    let mut idle = IdleWals::new(&partitions, &config);
+    loop {
+        let next = jobs.recv_timeout(IDLE_SWEEP);
+        if idle.due() {
+            idle.sweep(&partitions, &config);
         }
-        let started = Instant::now();
-        let done = sql::open_checkpointer(&partition.db_path, &config).and_then(|conn| sql::checkpoint_passive(&conn));
-        match done {
-            Ok(complete) => {
-                partition.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-                partition.checkpoint_unfinished.store(!complete && !config.litestream, Ordering::Release);
-                tracing::debug!(partition = p, complete, us = started.elapsed().as_micros() as u64, "checkpoint");
+        match next {
+            Ok(Job::Checkpoint(p)) => checkpoint(&partitions[p as usize], &config),
+            Ok(Job::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// A PASSIVE checkpoint of `partition` on a connection of its own; left unfinished (frames
+/// appended meanwhile), the writer finishes it ([`Checkpoints::finish`]).
+fn checkpoint(partition: &Partition, config: &Config) {
+    partition.checkpoint_queued.store(false, Ordering::Release);
+    if partition.poisoned().is_some() {
+        return;
+    }
+    let started = Instant::now();
+    let done = sql::open_checkpointer(&partition.db_path, config).and_then(|conn| sql::checkpoint_passive(&conn));
+    match done {
+        Ok(complete) => {
+            partition.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
+            partition.checkpoint_unfinished.store(!complete && !config.litestream, Ordering::Release);
+            let us = started.elapsed().as_micros() as u64;
+            tracing::debug!(partition = partition.id, complete, us, "checkpoint");
+        }
+        Err(err) => partition.poison(format!("checkpoint failed: {err}")),
+    }
+}
+
+/// How often the checkpointer looks for partitions gone idle.
+const IDLE_SWEEP: Duration = Duration::from_secs(1);
+/// How long emptying an idle partition's WAL waits for its writer or a reader: a partition
+/// that is busy again is left for a later sweep.
+const IDLE_WAIT: Duration = Duration::from_millis(10);
+
+/// The partitions' commit counts as last seen, and since when: a partition without a commit for
+/// `idle_wal_secs` gets a TRUNCATE checkpoint, so its WAL (kept at up to `checkpoint_pages`
+/// pages for reuse after a checkpoint) gives its space back. Not with Litestream, whose read
+/// transaction a TRUNCATE would wait behind and whose replica a restarted WAL would reset.
+struct IdleWals {
+    /// Per partition: its commits when last seen changing, and when.
+    seen: Vec<(u64, Instant)>,
+    idle_after: Option<Duration>,
+    last_sweep: Instant,
+}
+
+impl IdleWals {
+    fn new(partitions: &[Arc<Partition>], config: &Config) -> Self {
+        let now = Instant::now();
+        let idle_after =
+            (config.idle_wal_secs > 0 && !config.litestream).then(|| Duration::from_secs(config.idle_wal_secs));
+        Self {
+            seen: partitions.iter().map(|p| (p.counters.commits.load(Ordering::Relaxed), now)).collect(),
+            idle_after,
+            last_sweep: now,
+        }
+    }
+
+    /// Whether a sweep is due (they come every [`IDLE_SWEEP`], checkpoints or not).
+    fn due(&self) -> bool {
+        self.idle_after.is_some() && self.last_sweep.elapsed() >= IDLE_SWEEP
+    }
+
+    /// Empties the WAL of each partition idle long enough whose WAL holds anything.
+    fn sweep(&mut self, partitions: &[Arc<Partition>], config: &Config) {
+        let (Some(idle_after), now) = (self.idle_after, Instant::now()) else { return };
+        self.last_sweep = now;
+        for (partition, seen) in partitions.iter().zip(&mut self.seen) {
+            let commits = partition.counters.commits.load(Ordering::Relaxed);
+            if commits != seen.0 {
+                *seen = (commits, now);
+                continue;
             }
-            Err(err) => partition.poison(format!("checkpoint failed: {err}")),
+            let holds = std::fs::metadata(&partition.wal_path).is_ok_and(|m| m.len() > 0);
+            if now - seen.1 < idle_after || !holds || partition.poisoned().is_some() {
+                continue;
+            }
+            let emptied = sql::open_checkpointer(&partition.db_path, config)
+                .and_then(|conn| sql::checkpoint_at_close(&conn, true, IDLE_WAIT));
+            match emptied {
+                Ok(done) if !done.busy => tracing::debug!(partition = partition.id, "emptied an idle partition's WAL"),
+                Ok(_) => {} // busy again: a later sweep
+                Err(err) => partition.poison(format!("checkpoint failed: {err}")),
+            }
         }
     }
 }

@@ -249,6 +249,13 @@ pub struct Config {
     /// three quarters of this and all of it, so that checkpoints do not come in one wave).
     #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub checkpoint_pages: u32,
+    /// Seconds without a commit after which a partition's WAL is checkpointed and emptied, so
+    /// that an idle partition's WAL gives its disk space back (0: never; with --litestream,
+    /// never: Litestream checkpoints).
+    // A WAL keeps up to checkpoint_pages pages after a checkpoint (journal_size_limit), reused
+    // by the next writes: 4 MiB for each of 256 partitions whatever the data's size.
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
+    pub idle_wal_secs: u64,
     /// A Litestream process replicates this directory (docs/operations.md): leave checkpoints
     /// to it, checkpointing a partition only when its WAL passes 16 x checkpoint_pages, and then
     /// and at close only without waiting (PASSIVE).
@@ -289,6 +296,7 @@ impl Default for Config {
             record_cache_mib: 64,
             readers_per_partition: 2,
             checkpoint_pages: 1000,
+            idle_wal_secs: 30,
             litestream: false,
             merge_threshold: 1 << 20,
             accept_wal_loss: false,
