@@ -71,7 +71,8 @@ impl ClusterMap {
         let format: Format = toml::from_str(body).map_err(|e| format!("the cluster map: {e}"))?;
         if format.format_version > FORMAT_VERSION {
             return Err(format!(
-                "the cluster map has format {}, newer than this build understands ({FORMAT_VERSION}): upgrade shardlite",
+                "the cluster map has format {}, newer than this build understands ({FORMAT_VERSION}): \
+                 upgrade shardlite",
                 format.format_version
             ));
         }

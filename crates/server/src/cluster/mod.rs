@@ -1,47 +1,28 @@
-//! Serving one node of a cluster (docs/cluster.md): [`Cluster`] holds this node's view of the
-//! cluster map and decides, per request, whether a partition is served here or by its owner,
-//! which then gets the request forwarded (`forward`) or, with `--redirect`, the client gets
-//! `421 Misdirected Request` naming it. The map itself lives in etcd; the `shardlite` binary
-//! reads it, watches it and hands each new version to [`Cluster::apply`], and tells the
-//! node's [`Lease`] how long it holds its lease in etcd: without it, the node's own partitions
-//! are fenced (503 `fenced`, `lease`). `route` holds the
-//! per-route decisions, `batch` splits a `POST /batch` by owner, and `GET /cluster` is answered
-//! by `route::map`.
+//! A node's cluster state (docs/cluster.md): [`Cluster`] holds this node's id, the newest view of
+//! the cluster map it follows, its lease and what a move or a takeover needs. The `shardlite`
+//! binary reads the map in etcd, watches it and hands each new version to [`Cluster::apply`],
+//! and tells the node's [`Lease`] how long it holds its lease there. Which requests go to
+//! another node, forwarding, 421s and the cluster's admin routes are the handlers' side
+//! (`crate::handlers::cluster`); nothing here knows HTTP.
 //!
-//! ```text
-//!  request ─> partition of its key (or its ?partition=) ─> owner in the map
-//!     owner is this node, lease held ─────────────> served here
-//!     owner is this node, lease not held ─────────> 503 fenced
-//!     owner elsewhere, request not yet forwarded ─> forwarded (default) | 421 (--redirect)
-//!     owner elsewhere, request already forwarded ─> 421 (never forwarded twice)
-//! ```
+//! - `map`: the map document ([`ClusterMap`]), a node's [`View`] of it, a partition's [`Owner`].
+//! - `lease`: until when this node holds its lease, outside which it serves nothing (fencing).
+//! - `moving`: the map's writer a move flips the owner with, and the per-partition gates.
+//! - `takeover`: the [`Restorer`] a failover restores a dead node's partition with.
 
-pub(crate) mod batch;
-mod forward;
 mod lease;
 pub mod map;
-pub(crate) mod moving;
-pub(crate) mod route;
-pub(crate) mod takeover;
+mod moving;
+mod takeover;
 
-use std::sync::{
-    atomic::{AtomicU64, Ordering},
-    Arc, OnceLock, RwLock,
-};
-
-use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock as Gate};
-
-use hyper::header::HeaderName;
+use std::sync::{Arc, OnceLock, RwLock};
 
 pub use lease::Lease;
 pub use map::{ClusterMap, Owner, View};
+pub use moving::MapWriter;
 pub use takeover::{Restored, Restorer};
 
-use crate::error::ApiError;
-
-/// The header a forwarding node adds (its node id): a request carrying it is never forwarded
-/// again, so a stale map cannot make two nodes bounce a request between them.
-pub const FORWARDED_BY: HeaderName = HeaderName::from_static("shardlite-forwarded-by");
+use moving::Moves;
 
 /// One node's place in the cluster: its id, how it treats other nodes' partitions, and the
 /// newest view of the map it has. Cheap to share; the view is swapped whole.
@@ -54,36 +35,14 @@ pub struct Cluster {
     /// The view in force. A lock held only to clone or swap the `Arc`: requests read one
     /// consistent view, and a new map never waits for requests.
     view: RwLock<Arc<View>>,
-    /// The pooled HTTP client that forwards requests to their owners.
-    forwarder: forward::Forwarder,
-    /// One gate per partition: a write to the partition served here holds it shared while it
-    /// runs; a move holds it exclusively from the freeze to the flip, so writes wait (not
-    /// refused) and those under way finish first. tokio's lock queues new readers behind a
-    /// waiting writer, so a freeze is never starved by a stream of writes.
-    gates: Vec<Arc<Gate<()>>>,
-    /// Per partition, how many times a move run here gave it away: counted once this node
-    /// follows the map naming the new owner, before it empties its stale copy. A read served
-    /// here keeps its answer only if the count did not change while it read
-    /// (`route::read_here`).
-    departures: Vec<AtomicU64>,
+    /// The partitions' gates and departure counts, for moves.
+    moves: Moves,
     /// How this node changes the map in etcd (set once the node has joined).
     map_writer: OnceLock<Arc<dyn MapWriter>>,
     /// Until when this node holds its lease in etcd: it serves its partitions only then.
     lease: Lease,
     /// How this node restores a dead node's partition from its replica (set once joined).
     restorer: OnceLock<Arc<dyn Restorer>>,
-}
-
-/// Changes the cluster map where it is kept (etcd), for a move this node runs.
-pub trait MapWriter: Send + Sync + std::fmt::Debug {
-    /// Gives `partition` to node `to` in one transaction that fails if the map changed since it
-    /// was read or `from` no longer owns the partition; the view after it.
-    fn reassign<'a>(
-        &'a self,
-        partition: u32,
-        from: &'a str,
-        to: &'a str,
-    ) -> crate::backend::BoxFuture<'a, Result<View, String>>;
 }
 
 impl Cluster {
@@ -93,15 +52,12 @@ impl Cluster {
         if !view.addresses.contains_key(&node) {
             return Err(format!("node `{node}` is not in the cluster (its nodes: {})", node_list(&view)));
         }
-        let gates = (0..view.map.partitions).map(|_| Arc::new(Gate::new(()))).collect();
-        let departures = (0..view.map.partitions).map(|_| AtomicU64::new(0)).collect();
+        let moves = Moves::new(view.map.partitions);
         Ok(Arc::new(Self {
             node,
             redirect,
             view: RwLock::new(Arc::new(view)),
-            forwarder: forward::Forwarder::new(),
-            gates,
-            departures,
+            moves,
             map_writer: OnceLock::new(),
             lease: Lease::new(),
             restorer: OnceLock::new(),
@@ -118,13 +74,9 @@ impl Cluster {
         &self.lease
     }
 
-    /// Refuses to serve this node's partition `partition` while it does not hold its lease:
-    /// another node may have been given it by a failover.
-    fn ensure_leased(&self, partition: u32) -> Result<(), ApiError> {
-        match self.lease.held() {
-            true => Ok(()),
-            false => Err(ApiError::fenced(&self.node, partition)),
-        }
+    /// Whether this node answers 421 for other nodes' partitions instead of forwarding.
+    pub(crate) fn redirects(&self) -> bool {
+        self.redirect
     }
 
     /// The view in force.
@@ -162,42 +114,23 @@ impl Cluster {
         let _ = self.restorer.set(restorer);
     }
 
-    /// Waits until no move holds any of `partitions` frozen; writes to them run while the
-    /// guards live.
-    async fn hold(&self, partitions: impl IntoIterator<Item = u32>) -> Vec<OwnedRwLockReadGuard<()>> {
-        let mut partitions: Vec<u32> = partitions.into_iter().filter(|&p| (p as usize) < self.gates.len()).collect();
-        // One order for every holder: a batch waiting on one gate holds none after it.
-        partitions.sort_unstable();
-        partitions.dedup();
-        let mut held = Vec::with_capacity(partitions.len());
-        for p in partitions {
-            held.push(Arc::clone(&self.gates[p as usize]).read_owned().await);
-        }
-        held
+    /// How this node changes the map, once it has joined.
+    pub(crate) fn map_writer(&self) -> Option<&Arc<dyn MapWriter>> {
+        self.map_writer.get()
     }
 
-    /// Freezes writes to `partition` here until the guard is dropped, once those under way
-    /// have finished.
-    async fn freeze(&self, partition: u32) -> OwnedRwLockWriteGuard<()> {
-        Arc::clone(&self.gates[partition as usize]).write_owned().await
+    /// How this node restores other nodes' partitions, once it has joined.
+    pub(crate) fn restorer(&self) -> Option<&Arc<dyn Restorer>> {
+        self.restorer.get()
     }
 
-    /// How many times a move run here gave `partition` away (0 for a partition that does not
-    /// exist).
-    fn departures(&self, partition: u32) -> u64 {
-        self.departures.get(partition as usize).map_or(0, |count| count.load(Ordering::Acquire))
-    }
-
-    /// A move run here gave `partition` away: this node follows the map naming the new owner,
-    /// and is about to empty its copy.
-    fn gave_away(&self, partition: u32) {
-        if let Some(count) = self.departures.get(partition as usize) {
-            count.fetch_add(1, Ordering::AcqRel);
-        }
+    /// The partitions' gates and departure counts, for moves and the writes and reads they race.
+    pub(crate) fn moves(&self) -> &Moves {
+        &self.moves
     }
 
     /// Where `partition` is served: `None` here, else its owner.
-    fn elsewhere(&self, partition: u32) -> Option<Owner> {
+    pub(crate) fn elsewhere(&self, partition: u32) -> Option<Owner> {
         let view = self.view();
         (partition < view.map.partitions && view.map.owners[partition as usize] != self.node)
             .then(|| view.owner(partition))

@@ -1,402 +1,78 @@
-//! Moving a partition to another node (docs/cluster.md, "Moving a partition"): three admin
-//! routes, all answered by the nodes involved themselves (never forwarded).
-//!
-//! ```text
-//!  POST /admin/move?partition=P&to=NODE    on P's owner (the source), writes to P going on:
-//!    │ └─> POST /admin/adopt?partition=P&from=SOURCE            on NODE: the copy, then rounds
-//!    │       └─> GET /admin/move/records?partition=P                of changes until few are
-//!    │       └─> GET /admin/move/records?partition=P&part=changes   left (a round each)
-//!    │     freeze P's writes here (at most --move-freeze-timeout-ms):
-//!    │ └─> POST /admin/adopt?partition=P&from=SOURCE&part=last  on NODE: the last changes
-//!    │       └─> GET /admin/move/records?partition=P&part=changes
-//!    │     flip the map in etcd, follow it, unfreeze (the held writes are then forwarded),
-//!    │     empty the stale copy here
-//! ```
-//!
-//! A move that fails at any step leaves the map as it was and unfreezes the partition; the
-//! target empties what it took in when its own step fails.
+//! What a partition move needs of a node's state (docs/cluster.md, "Moving a partition"): the
+//! [`MapWriter`] that gives the partition to its new owner in etcd, and [`Moves`], one gate per
+//! partition that a move closes from its freeze to its flip, and a count per partition of the
+//! moves that gave it away. The move's steps, run through the admin routes, are the handlers'.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
+use std::sync::{
+    atomic::{AtomicU64, Ordering},
+    Arc,
 };
 
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use hyper::{body::Incoming, header::AUTHORIZATION, http::request::Parts, Method, Request, StatusCode};
-use serde::{Deserialize, Serialize};
-use shardlite_engine::MovePart;
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock as Gate};
 
-use super::{Cluster, MapWriter, Owner};
-use crate::{
-    backend::Departure,
-    error::ApiError,
-    response::{self, Response, OCTET_STREAM},
-    state::State,
-};
+use super::map::View;
+use crate::backend::BoxFuture;
 
-/// A round of catching up that carried at most this many changes leaves few enough for the
-/// last round, under the freeze.
-const CAUGHT_UP: u64 = 1000;
-/// Rounds of catching up before the freeze whatever is left (writes faster than a round
-/// applies them never leave fewer): the freeze's timeout bounds the last round then.
-const MAX_ROUNDS: u32 = 10;
-
-/// What `POST /admin/move` answers once the partition has its new owner.
-#[derive(Debug, Serialize)]
-struct Moved {
-    partition: u32,
-    from: String,
-    to: String,
-    /// Records the new owner holds at the flip.
-    records: u64,
-    /// Bytes of the transfer streams (the copy and every round of changes).
-    bytes: u64,
-    /// Rounds of changes sent while writes went on (the last one, under the freeze, aside).
-    rounds: u32,
-    /// Changes sent in the last round, under the freeze.
-    last_changes: u64,
-    /// The move, from its start to the map naming the new owner, seconds.
-    seconds: f64,
-    /// How long writes to the partition were held, milliseconds.
-    write_pause_ms: f64,
-    /// The map version that names the new owner.
-    map_version: u64,
-    /// Records of the stale copy emptied here after the flip.
-    dropped: u64,
+/// Changes the cluster map where it is kept (etcd), for a move this node runs.
+pub trait MapWriter: Send + Sync + std::fmt::Debug {
+    /// Gives `partition` to node `to` in one transaction that fails if the map changed since it
+    /// was read or `from` no longer owns the partition; the view after it.
+    fn reassign<'a>(&'a self, partition: u32, from: &'a str, to: &'a str) -> BoxFuture<'a, Result<View, String>>;
 }
 
-/// What `POST /admin/adopt` answers.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Adopted {
-    /// The partition's records as of the last stream taken in.
-    records: u64,
-    /// Bytes of the streams taken in.
-    bytes: u64,
-    /// Rounds of changes taken in.
-    rounds: u32,
-    /// Changes in the last of them.
-    changes: u64,
+/// Per partition, the gate its writes pass and how often a move run here gave it away.
+#[derive(Debug)]
+pub(crate) struct Moves {
+    /// One gate per partition: a write to the partition served here holds it shared while it
+    /// runs; a move holds it exclusively from the freeze to the flip, so writes wait (not
+    /// refused) and those under way finish first. tokio's lock queues new readers behind a
+    /// waiting writer, so a freeze is never starved by a stream of writes.
+    gates: Vec<Arc<Gate<()>>>,
+    /// Per partition, how many times a move run here gave it away: counted once this node
+    /// follows the map naming the new owner, before it empties its stale copy. A read served
+    /// here keeps its answer only if the count did not change while it read.
+    departures: Vec<AtomicU64>,
 }
 
-/// `POST /admin/move?partition=P&to=NODE`: moves partition `P`, owned by this node, to `NODE`.
-/// The move runs to its end in a task of its own even if the client goes away, so that the
-/// partition never stays frozen, or claimed by a move no one finishes.
-pub async fn run(state: Arc<State>, req: Request<Incoming>) -> Result<Response, ApiError> {
-    tokio::spawn(async move { move_partition(&state, req).await })
-        .await
-        .map_err(|e| internal(format!("the move failed: {e}")))?
-}
+impl Moves {
+    /// Open gates and zero counts for `partitions` partitions.
+    pub(super) fn new(partitions: u32) -> Self {
+        let gates = (0..partitions).map(|_| Arc::new(Gate::new(()))).collect();
+        let departures = (0..partitions).map(|_| AtomicU64::new(0)).collect();
+        Self { gates, departures }
+    }
 
-async fn move_partition(state: &State, req: Request<Incoming>) -> Result<Response, ApiError> {
-    let cluster = node_of_cluster(state)?;
-    let query = req.uri().query().unwrap_or_default();
-    let partition = partition_of(cluster, query)?;
-    let to = param(query, "to")?;
-    let view = cluster.view();
-    if view.map.owners[partition as usize] != cluster.node {
-        return Err(conflict(format!(
-            "node `{}` does not own partition {partition} (node `{}` does, map version {}): ask its owner",
-            cluster.node, view.map.owners[partition as usize], view.map.version
-        )));
-    }
-    if to == cluster.node {
-        return Err(conflict(format!("partition {partition} is on node `{to}` already")));
-    }
-    let Some(address) = view.addresses.get(&to) else {
-        return Err(bad_query(format!("no node `{to}` in the cluster map")));
-    };
-    let Some(writer) = cluster.map_writer.get() else {
-        return Err(internal("this node cannot change the cluster map".into()));
-    };
-    let target = Owner { partition, node: to.clone(), address: address.clone(), map_version: view.map.version };
-    let started = Instant::now();
-    state.backend.depart(partition, Departure::Starting).await.map_err(|err| conflict(err.to_string()))?;
-    let copied = ask_adopt(cluster, &target, "", &req).await;
-    let copied = match copied {
-        Ok(copied) => copied,
-        Err(err) => return Err(kept(state, partition, err).await),
-    };
-    let frozen = cluster.freeze(partition).await;
-    let paused = Instant::now();
-    let timeout = state.options.move_freeze_timeout;
-    let flipped = flip(state, cluster, writer.as_ref(), &target, &req, timeout).await;
-    let write_pause = paused.elapsed();
-    drop(frozen);
-    let (last, map_version) = match flipped {
-        Ok(flipped) => flipped,
-        Err(err) => return Err(kept(state, partition, err).await),
-    };
-    let seconds = started.elapsed().as_secs_f64();
-    let dropped = state.backend.depart(partition, Departure::Gone).await.unwrap_or_else(|err| {
-        tracing::error!(partition, %err, "emptying the stale copy of a moved partition failed");
-        0
-    });
-    tracing::info!(partition, to = %to, records = last.records, pause_ms = write_pause.as_millis() as u64, "partition moved");
-    let moved = Moved {
-        partition,
-        from: cluster.node.clone(),
-        to,
-        records: last.records,
-        bytes: copied.bytes + last.bytes,
-        rounds: copied.rounds,
-        last_changes: last.changes,
-        seconds,
-        write_pause_ms: write_pause.as_secs_f64() * 1e3,
-        map_version,
-        dropped,
-    };
-    json(&moved)
-}
-
-/// Under the freeze: the target takes the last changes in, then the map names it. The first
-/// step must end within `timeout`; the map's transaction starts only within it and, once sent,
-/// is waited for (abandoning it could leave the map changed while this node serves on).
-async fn flip(
-    state: &State,
-    cluster: &Cluster,
-    writer: &dyn MapWriter,
-    target: &Owner,
-    req: &Request<Incoming>,
-    timeout: Duration,
-) -> Result<(Adopted, u64), ApiError> {
-    let (partition, to) = (target.partition, &target.node);
-    let deadline = Instant::now() + timeout;
-    let too_long = || {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "move_failed",
-            format!(
-                "the last changes did not reach node `{to}` within the freeze's {} ms (--move-freeze-timeout-ms): \
-                 the cluster map was not changed",
-                timeout.as_millis()
-            ),
-        )
-    };
-    let last = tokio::time::timeout(timeout, ask_adopt(cluster, target, "&part=last", req))
-        .await
-        .map_err(|_| too_long())??;
-    if Instant::now() >= deadline {
-        return Err(too_long());
-    }
-    state.backend.depart(partition, Departure::Leaving).await?;
-    let view = writer.reassign(partition, &cluster.node, to).await.map_err(|why| {
-        ApiError::new(StatusCode::CONFLICT, "move_failed", format!("the cluster map was not changed: {why}"))
-    })?;
-    let map_version = view.map.version;
-    // Followed here before the held writes go: each of them then finds the new owner.
-    if let Err(why) = cluster.apply(view) {
-        tracing::error!(why, "cannot follow the map this node just wrote");
-    }
-    // Before the stale copy is emptied: a read of the partition under way here learns that
-    // its answer may be of the emptied copy.
-    cluster.gave_away(partition);
-    Ok((last, map_version))
-}
-
-/// The move failed with `err`: the partition stays here as it is. Returns `err`.
-async fn kept(state: &State, partition: u32, err: ApiError) -> ApiError {
-    if let Err(why) = state.backend.depart(partition, Departure::Kept).await {
-        tracing::error!(partition, err = %why, "ending a failed move");
-    }
-    err
-}
-
-/// Asks the target to take the partition in (`POST /admin/adopt`, with `extra` query).
-async fn ask_adopt(
-    cluster: &Cluster,
-    target: &Owner,
-    extra: &str,
-    req: &Request<Incoming>,
-) -> Result<Adopted, ApiError> {
-    let to = &target.node;
-    let path = format!("/admin/adopt?partition={}&from={}{extra}", target.partition, cluster.node);
-    let (status, body) = call(cluster, target, Method::POST, &path, req).await?;
-    let answer = body.collect().await.map_err(|e| failed(to, &e.to_string()))?.to_bytes();
-    if status != StatusCode::OK {
-        return Err(failed(to, &format!("{status} {}", String::from_utf8_lossy(&answer))));
-    }
-    serde_json::from_slice(&answer).map_err(|e| failed(to, &e.to_string()))
-}
-
-/// `POST /admin/adopt?partition=P&from=NODE[&part=last]`: takes partition `P` in from node
-/// `NODE`: its copy, then rounds of changes until few are left; with `part=last`, one round.
-pub async fn adopt(state: &State, req: Request<Incoming>) -> Result<Response, ApiError> {
-    let cluster = node_of_cluster(state)?;
-    let query = req.uri().query().unwrap_or_default();
-    let partition = partition_of(cluster, query)?;
-    let from = param(query, "from")?;
-    let last = match param(query, "part") {
-        Ok(part) if part == "last" => true,
-        Ok(part) => return Err(bad_query(format!("`part` may only be `last`, not `{part}`"))),
-        Err(_) => false,
-    };
-    let view = cluster.view();
-    if view.map.owners[partition as usize] == cluster.node {
-        return Err(conflict(format!(
-            "node `{}` owns partition {partition}: it takes in only partitions it does not serve",
-            cluster.node
-        )));
-    }
-    let Some(address) = view.addresses.get(&from) else {
-        return Err(bad_query(format!("no node `{from}` in the cluster map")));
-    };
-    let source = Owner { partition, node: from.clone(), address: address.clone(), map_version: view.map.version };
-    let mut adopted = Adopted::default();
-    if !last {
-        pull(state, cluster, &source, MovePart::Copy, &req, &mut adopted).await?;
-        while adopted.rounds < MAX_ROUNDS {
-            pull(state, cluster, &source, MovePart::Changes, &req, &mut adopted).await?;
-            if adopted.changes <= CAUGHT_UP {
-                break;
-            }
+    /// Waits until no move holds any of `partitions` frozen; writes to them run while the
+    /// guards live.
+    pub(crate) async fn hold(&self, partitions: impl IntoIterator<Item = u32>) -> Vec<OwnedRwLockReadGuard<()>> {
+        let mut partitions: Vec<u32> = partitions.into_iter().filter(|&p| (p as usize) < self.gates.len()).collect();
+        // One order for every holder: a batch waiting on one gate holds none after it.
+        partitions.sort_unstable();
+        partitions.dedup();
+        let mut held = Vec::with_capacity(partitions.len());
+        for p in partitions {
+            held.push(Arc::clone(&self.gates[p as usize]).read_owned().await);
         }
-    } else {
-        pull(state, cluster, &source, MovePart::Changes, &req, &mut adopted).await?;
+        held
     }
-    json(&adopted)
-}
 
-/// Pulls `part` of the partition from `source` and takes it in, adding to `adopted`.
-async fn pull(
-    state: &State,
-    cluster: &Cluster,
-    source: &Owner,
-    part: MovePart,
-    req: &Request<Incoming>,
-    adopted: &mut Adopted,
-) -> Result<(), ApiError> {
-    let (partition, from) = (source.partition, &source.node);
-    let path = match part {
-        MovePart::Copy => format!("/admin/move/records?partition={partition}"),
-        MovePart::Changes => format!("/admin/move/records?partition={partition}&part=changes"),
-    };
-    let (status, mut body) = call(cluster, source, Method::GET, &path, req).await?;
-    if status != StatusCode::OK {
-        let answer = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        return Err(failed(from, &format!("{status} {}", String::from_utf8_lossy(&answer))));
+    /// Freezes writes to `partition` here until the guard is dropped, once those under way
+    /// have finished.
+    pub(crate) async fn freeze(&self, partition: u32) -> OwnedRwLockWriteGuard<()> {
+        Arc::clone(&self.gates[partition as usize]).write_owned().await
     }
-    let (sender, chunks) = tokio::sync::mpsc::channel(16);
-    let relay = tokio::spawn(async move {
-        let mut bytes = 0u64;
-        while let Some(Ok(frame)) = body.frame().await {
-            if let Ok(data) = frame.into_data() {
-                bytes += data.len() as u64;
-                if sender.send(data).await.is_err() {
-                    break;
-                }
-            }
+
+    /// How many times a move run here gave `partition` away (0 for a partition that does not
+    /// exist).
+    pub(crate) fn departures(&self, partition: u32) -> u64 {
+        self.departures.get(partition as usize).map_or(0, |count| count.load(Ordering::Acquire))
+    }
+
+    /// A move run here gave `partition` away: this node follows the map naming the new owner,
+    /// and is about to empty its copy.
+    pub(crate) fn gave_away(&self, partition: u32) {
+        if let Some(count) = self.departures.get(partition as usize) {
+            count.fetch_add(1, Ordering::AcqRel);
         }
-        bytes
-    });
-    let received = state.backend.adopt(partition, part, chunks).await?;
-    adopted.bytes += relay.await.map_err(|e| internal(e.to_string()))?;
-    adopted.records = received.live;
-    if part == MovePart::Changes {
-        adopted.rounds += 1;
-        adopted.changes = received.entries;
-    }
-    Ok(())
-}
-
-/// `GET /admin/move/records?partition=P[&part=changes]`: partition `P` as a transfer stream:
-/// its copy, or the records changed since the last stream.
-pub async fn records(state: &State, query: Option<&str>) -> Result<Response, ApiError> {
-    let query = query.unwrap_or_default();
-    let partition = partition_of(node_of_cluster(state)?, query)?;
-    let part = match param(query, "part") {
-        Ok(part) if part == "changes" => MovePart::Changes,
-        Ok(part) => return Err(bad_query(format!("`part` may only be `changes`, not `{part}`"))),
-        Err(_) => MovePart::Copy,
-    };
-    let stream = state.backend.send_partition(partition, part).await?;
-    Ok(response::streamed(OCTET_STREAM, None, stream.chunks))
-}
-
-/// Asks node `to` for `path` on behalf of the request `req` (whose token it carries).
-async fn call(
-    cluster: &Cluster,
-    to: &Owner,
-    method: Method,
-    path: &str,
-    req: &Request<Incoming>,
-) -> Result<(StatusCode, Incoming), ApiError> {
-    let mut head = Request::new(());
-    *head.method_mut() = method;
-    *head.uri_mut() = path.parse().map_err(|e: hyper::http::uri::InvalidUri| internal(e.to_string()))?;
-    if let Some(token) = req.headers().get(AUTHORIZATION) {
-        head.headers_mut().insert(AUTHORIZATION, token.clone());
-    }
-    let (head, ()): (Parts, ()) = head.into_parts();
-    let answer = cluster.forwarder.send(to, &cluster.node, &head, Bytes::new()).await?;
-    let (parts, body) = answer.into_parts();
-    Ok((parts.status, body))
-}
-
-pub(super) fn node_of_cluster(state: &State) -> Result<&Cluster, ApiError> {
-    state.cluster.as_deref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "no cluster map: this server is not a node of a cluster (shardlite serve --cluster)",
-        )
-    })
-}
-
-/// The query's `partition=`, checked against the map.
-pub(super) fn partition_of(cluster: &Cluster, query: &str) -> Result<u32, ApiError> {
-    let value = param(query, "partition")?;
-    let partition = value
-        .parse::<u32>()
-        .map_err(|_| bad_query(format!("`partition` must be a partition number, not `{value}`")))?;
-    let partitions = cluster.view().map.partitions;
-    match partition < partitions {
-        true => Ok(partition),
-        false => Err(bad_query(format!("partition {partition} does not exist: the partitions are 0..{partitions}"))),
-    }
-}
-
-/// The value of `name=` in `query`.
-pub(super) fn param(query: &str, name: &str) -> Result<String, ApiError> {
-    query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')))
-        .filter(|value| !value.is_empty())
-        .map(str::to_owned)
-        .ok_or_else(|| bad_query(format!("the query needs `{name}=`")))
-}
-
-pub(super) fn json(value: &impl Serialize) -> Result<Response, ApiError> {
-    let body = serde_json::to_vec(value).map_err(|e| internal(e.to_string()))?;
-    Ok(response::json(StatusCode::OK, body))
-}
-
-/// 502 `move_failed`: the other node of the move failed its step.
-fn failed(node: &str, why: &str) -> ApiError {
-    ApiError::new(StatusCode::BAD_GATEWAY, "move_failed", format!("node `{node}` failed its step of the move: {why}"))
-}
-
-fn conflict(message: String) -> ApiError {
-    ApiError::new(StatusCode::CONFLICT, "move_refused", message)
-}
-
-pub(super) fn bad_query(message: String) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, "bad_query", message)
-}
-
-pub(super) fn internal(message: String) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn query_parameters_are_found_by_their_whole_name() {
-        assert_eq!(param("partition=3&to=n2", "to").unwrap(), "n2");
-        assert_eq!(param("top=1&to=n2", "to").unwrap(), "n2");
-        assert!(param("partition=3", "to").unwrap_err().message.contains("`to=`"));
-        assert!(param("to=", "to").is_err());
     }
 }
