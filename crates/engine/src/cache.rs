@@ -3,18 +3,10 @@
 //! read and two thread hand-offs. Eviction is `quick_cache`'s (S3-FIFO, weighted by bytes).
 //!
 //! The cache holds only what SQLite holds, and a reader never sees a key go back in time. Only
-//! reads fill it; only writers change what it may hold, through a per-partition generation
-//! under the partition's lock, used like a sequence lock:
-//! - just before `COMMIT` the writer makes the generation odd and removes every key the
-//!   transaction wrote; right after the commit (or its failure) it makes it even again. While
-//!   it is odd, those keys are absent, so reads of them go to SQLite, which is monotonic.
-//! - a read notes the generation before it reads SQLite, and fills the cache only if, under the
-//!   lock, the generation is that same even number: no commit of the partition began or was
-//!   under way meanwhile, so what it read is still the latest committed value.
-//!
-//! So once a write is acknowledged no reader can find the value it replaced, and between a
-//! commit and its acknowledgement no reader can see the new value and then the old one.
-//! Tested below and in `tests/cache.rs` (concurrent readers and writers).
+//! reads fill it; only writers change what it may hold, through a per-partition generation used
+//! like a sequence lock: odd while a commit is under way (the keys it wrote removed first), and a
+//! read fills the cache only if the generation is the same even number it saw before it read
+//! SQLite. Tested below and in `tests/cache.rs` (concurrent readers and writers).
 
 use std::sync::{
     atomic::{AtomicU64, Ordering},

@@ -1,43 +1,16 @@
 //! The checkpointer thread: copies partitions' WALs into their databases off the writers' path.
 //!
-//! A checkpoint writes up to `checkpoint_pages` pages into the database and syncs the WAL before
-//! and the database after (SQLite's protocol at `synchronous` NORMAL or FULL): milliseconds
-//! of I/O. Run by a writer thread, it held up every partition that thread owns (measured: p99
-//! of durable PUTs 22 ms with checkpoints on the writers, 9 ms without). So the writer only
-//! notes, after a commit, that its partition's WAL passed the threshold ([`Checkpoints::want`]),
-//! and this thread runs a `PASSIVE` checkpoint on a connection of its own, opened for that
-//! checkpoint and closed after it (kept open, one per partition would hold memory the budget
-//! gives to caches; an open costs far less than the checkpoint's I/O): SQLite lets a checkpoint run beside the one writer, which goes on
-//! appending to the WAL meanwhile and restarts it at its next transaction once every frame is
-//! copied. A writer that commits faster than a checkpoint takes appends frames during every one,
-//! and the WAL would never start over (seen: 15 MB against a 64 KiB threshold, one partition
-//! written in a loop). So when this thread's checkpoint leaves frames behind, the writer
-//! finishes it between two transactions ([`Checkpoints::finish`]): it copies only what was
-//! appended since, and nothing can be appended meanwhile. A failed checkpoint poisons its
-//! partition (its own files may not hold what it committed; with the commit log, the log keeps
-//! it for a restart).
+//! After a commit the writer only notes that its partition's WAL passed the threshold
+//! ([`Checkpoints::want`]); this thread runs a `PASSIVE` checkpoint beside it, on a connection of
+//! its own. When that leaves frames behind (the writer appended meanwhile), the writer finishes it
+//! between two transactions ([`Checkpoints::finish`]), so the WAL can start over. A failed
+//! checkpoint poisons its partition.
 //!
-//! **With Litestream** (`Config::litestream`): Litestream keeps a read transaction open on every
-//! database, so that no checkpoint copies frames it has not replicated yet, and checkpoints
-//! itself (PASSIVE at 1000 WAL pages, under a write lock of its own so nothing is appended
-//! meanwhile). A checkpoint of ours can then copy only what Litestream's transaction does not
-//! hold, and finishing it on the writer would retry in vain after every round; if one of ours
-//! ever restarted the WAL behind Litestream's back (between its two transactions), it would
-//! have to start its replica over with a full snapshot. So the writers ask for a checkpoint
-//! only past [`LITESTREAM_BACKSTOP`] times the threshold (Litestream stopped or far behind:
-//! the WAL must not grow without bound), this thread runs it PASSIVE and never leaves it to the
-//! writer. At close ([`at_close`]) a partition gets a PASSIVE checkpoint too, where it would
-//! otherwise get a TRUNCATE that waits at most [`CLOSE_WAIT`]: behind Litestream's read
-//! transaction a TRUNCATE waited out the whole 10 s busy timeout of each partition (measured:
-//! 42 s to close 8 partitions) and then failed unnoticed. Either way a checkpoint that leaves
-//! frames behind is logged; the frames stay in the WAL, which the commit log's close makes
-//! durable and the next open reads.
-//!
-//! **Idle partitions** ([`IdleWals`]): after a checkpoint a WAL keeps its file, up to
-//! `checkpoint_pages` pages, for the next writes to reuse; 256 partitions written once each
-//! would hold 1 GB of WAL whatever their data. So a partition without a commit for
-//! `idle_wal_secs` gets a TRUNCATE checkpoint (skipped if its writer or a reader is busy), and
-//! its WAL shrinks to nothing until it is written again.
+//! - With Litestream, which checkpoints itself, ours are only a backstop past
+//!   [`LITESTREAM_BACKSTOP`] times the threshold, never finished by the writer.
+//! - At close each partition gets a checkpoint ([`at_close`]): TRUNCATE, waiting at most
+//!   [`CLOSE_WAIT`] (with Litestream, PASSIVE).
+//! - An idle partition gets a TRUNCATE checkpoint, so its WAL shrinks to nothing ([`IdleWals`]).
 
 use std::{
     sync::{atomic::Ordering, Arc},

@@ -1,23 +1,15 @@
 //! [`DirLock`]: one process at a time per data directory, and whether the last one closed it.
 //!
 //! - `DIR/shardlite.lock` is held with an exclusive `flock` while a store, the bulk loader or an
-//!   import has the directory open: a second one is refused instead of corrupting the files,
-//!   told which process holds it (the holder writes its id there).
-//! - `DIR/shardlite.open` marks a session whose partitions are open, from when they all are
-//!   until they are all checkpointed at close. Found at open, it means the last session did not
-//!   close (a crash, `kill -9`, power loss): a missing write-ahead log may mean lost commits
-//!   ([`crate::partition::wal`]).
-//! - The marker says what that session showed ([`Shown`]): only durable states (`synchronous =
-//!   full`: nothing is answered, read or cached before it is durable) or maybe states not yet
-//!   durable. Only the latter, or a marker that does not read as the former (an older build's
-//!   empty marker, a torn one), start a new epoch: a crash then keeps every version valid
-//!   unless a state that was shown may really be gone (docs/design.md, "Versions").
+//!   import has the directory open: a second one is refused, told which process holds it.
+//! - `DIR/shardlite.open` marks a session whose partitions are open, from when they all are until
+//!   they are all checkpointed at close. Found at open, the last session did not close: a missing
+//!   WAL may mean lost commits ([`crate::partition::wal`]), and a new epoch starts if that session
+//!   may have shown states not yet durable ([`Shown`]).
 //!
-//! An open: [`DirLock::acquire`] (learning [`DirLock::unclean`]), read the commit log, then
-//! [`DirLock::begin`] (check the WALs, start a new epoch if states shown may be lost, written
-//! before the old marker goes), open the partitions, [`DirLock::opened`]. A close ends the
-//! session ([`DirLock::end_session`]) once every partition is checkpointed, before SQLite
-//! deletes the WALs.
+//! An open: [`DirLock::acquire`], read the commit log, [`DirLock::begin`], open the partitions,
+//! [`DirLock::opened`]. A close ends the session ([`DirLock::end_session`]) once every partition
+//! is checkpointed, before SQLite deletes the WALs.
 
 use std::{
     fs::{File, OpenOptions},

@@ -3,71 +3,17 @@
 //!
 //! ```text
 //!  add(key, value, counter?) ──hash──> DIR/import.staging.tmp/pNNNN.run   (parse: DIR untouched)
-//!  apply ── write import.toml, open DIR (lock, recovery; a partition not in WAL mode, such as
-//!           one this import creates, is opened in rollback-journal mode)
-//!        ── --on-duplicate error: resolve every partition, read-only; a duplicate refuses all
-//!        ── syncfs (runs, plan, manifest, new partitions), rename .tmp -> DIR/import.staging,
-//!           fsync DIR                                                     (the commit point)
-//!        ── per partition, on 4 threads, per bucket of its share: one transaction
-//!           (records + meta progress), checkpoint; then index merge, checkpoint (full)
-//!           (a partition that never held a record: every bucket into a new file without a
-//!           WAL, fsynced, renamed over pNNNN.db once whole: crate::partition::fresh)
-//!        ── syncfs (every partition's files and renames), rename DIR/import.staging -> .tmp,
-//!           fsync DIR, remove it                                          (done)
+//!  apply ── write import.toml, open DIR; --on-duplicate error: resolve it all first, read-only
+//!        ── syncfs, rename .tmp -> DIR/import.staging, fsync DIR            (the commit point)
+//!        ── per partition, per bucket of its share: one transaction, checkpoint; index merge
+//!           (a partition that never held a record: built anew, crate::partition::fresh)
+//!        ── syncfs, rename DIR/import.staging -> .tmp, fsync DIR, remove it (done)
 //! ```
 //!
-//! Syncs: the two `syncfs` calls stand for one fsync of each file and directory written before
-//! them. A 10M-record import into a new 256-partition directory made 5,128 fsyncs, 20 a
-//! partition (its run; creating it in WAL mode, 4; checkpointing it and leaving WAL mode when
-//! its build began, 7; the directory after the build's rename; reopening the build to enter WAL
-//! mode, 4; its index file and directory, 2); it now makes 3 a partition (the build file, the
-//! index file and its directory) and 2 `syncfs`. What each sync protects:
-//! - The commit point's: the runs and the plan are the only copy of the input once the import
-//!   is committed, and a resume must find the manifest and open every partition; all of it is
-//!   durable before the rename that commits (which is fsynced itself: a commit point).
-//! - A partition built anew: its file is fsynced before the rename that installs it (a rename
-//!   made durable before the file's pages would install a torn file). The rename itself is not
-//!   synced: lost to a power cut, it leaves the partition as it was (empty), and the staging is
-//!   still there, so the next open resumes and builds it again.
-//! - A partition this import creates (a new directory, or one left by an interrupted one, so not
-//!   in WAL mode) stays in rollback-journal mode until it is built: the build's `begin` then has
-//!   no WAL to checkpoint and leave, and writes nothing, so the partition stays exactly as
-//!   durable as the commit point made it. The build's header says WAL mode before it is synced
-//!   and renamed, so the partition's writer opens it without writing (crate::partition::fresh).
-//! - The end's: every partition's database, index and rename are durable before the staging
-//!   goes, after which nothing could finish them again; an import reported done survives a power
-//!   cut. A partition with no share of a new directory's import is left in rollback-journal
-//!   mode, empty; the server's open puts it in WAL mode (at its own `synchronous`).
-//! - Partitions that held records before are written as before (WAL, at `synchronous=off`,
-//!   checkpointed between buckets); the end's `syncfs` and their own full checkpoint make them
-//!   durable.
-//!
-//! `syncfs` flushes the whole file system holding the directory, other processes' writes too:
-//! for an import, which writes most of what is dirty, that is one flush of the device instead
-//! of hundreds of small ones waited for one by one.
-//!
-//! A partition's share is applied a bucket at a time, so an import's memory stays bounded
-//! whatever the share's size: a share bigger than [`bucket_bytes`] is split by a hash of the
-//! key into buckets of about that size (every record of a key lands in the same bucket, so
-//! duplicates are resolved within it), each applied in one transaction.
-//!
-//! Before the commit point an interruption leaves the directory's records as they were (a
-//! leftover `.tmp` is removed by the next import). After it, each partition's `meta` says how far
-//! it got: `import_id` once it holds all of its share, before that `import_partial` (the
-//! import's id) and `import_buckets` (the buckets applied). [`resume`] applies the rest of the
-//! staged import. Until then the directory opens and checks clean, holding part of the import.
-//! A partition built anew has no progress of its own to record: it holds all of its share (the
-//! rename happened) or none of it (a resume builds it again).
-//!
-//! Duplicates, in input order: a key already present (in the directory or earlier in the
-//! input) is replaced (`last-wins`: an update, its counter `max(old + 1, given)`), kept
-//! (`keep`), or refused (`error`). A new key gets the counter the input gives, else 1.
-//! RAM: one bucket at a time per thread (a quarter of the memory budget over the threads).
-//! A partition built anew is cut finer: a sub-run a bucket (`crate::import_runs`), read and
-//! resolved on a second thread while SQLite writes the bucket before it, so both cores work on
-//! one partition, and each bucket's map of keys stays small enough for the processor's cache
-//! (in buckets of up to a quarter of the memory budget, resolving took over a third of the
-//! apply's CPU: docs/import-export.md, "One full-size partition").
+//! Before the commit point an interruption leaves the directory's records as they were; after
+//! it, each partition's `meta` says how far it got and [`resume`] applies the rest. A share is
+//! applied a bucket at a time ([`bucket_bytes`]), so memory stays bounded. Duplicates, in input
+//! order, are replaced (`last-wins`), kept (`keep`) or refused (`error`).
 
 use std::{
     collections::HashMap,
@@ -591,9 +537,10 @@ pub fn apply_threads() -> usize {
 }
 
 /// Bytes of a partition's share applied in one transaction at most: a quarter of the memory
-/// budget (less what it sets aside for the process's mapped files) over the buckets held at once (a bucket's records, its map of keys and its index
-/// entries; two for each applying thread, one written while the next is read, and never more
-/// threads than partitions), at least 1 MiB.
+/// budget (less what it sets aside for the process's mapped files) over the buckets held at
+/// once (a bucket's records, its map of keys and its index entries; two for each applying
+/// thread, one written while the next is read, and never more threads than partitions), at
+/// least 1 MiB.
 pub fn bucket_bytes(config: &Config, partitions: u32) -> Result<u64> {
     let plan = crate::memory::MemoryPlan::new(config, partitions)?;
     let budget = plan.budget - plan.mapped_files;

@@ -8,14 +8,9 @@
 //!            a sub-run larger than a bucket alone ──split by key hash──> STAGING/pNNNN.bBBBB
 //! ```
 //!
-//! A directory of few partitions stages each share in several sub-runs, split by the key's hash
-//! as if the directory had more partitions (`(hi * P * S) >> 32`: the partition is that over S),
-//! so a large share is cut into buckets without a pass over it: the sub-runs are the buckets'
-//! parts. Every record of a key is in one sub-run, so in one bucket, where its duplicates are
-//! resolved as in one transaction. Only a sub-run larger than a bucket is split again, by the
-//! key's fingerprint, in one sequential pass (scratch files, each removed once applied). The
-//! buckets depend only on the sub-runs' sizes and the bucket size, which the plan records, so a
-//! resumed import cuts them as the interrupted one did.
+//! Sub-runs are split by the key's hash, so every record of a key is in one sub-run, so in one
+//! bucket, where its duplicates are resolved. The buckets depend only on the sub-runs' sizes and
+//! the bucket size, which the plan records, so a resumed import cuts them as the interrupted one did.
 
 use std::{
     fs::{self, File},

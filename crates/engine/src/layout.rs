@@ -1,26 +1,6 @@
-//! The data directory's layout: the one place that names files, and the one way we replace a
-//! file (write new, fsync, rename, fsync the directory), so nothing is ever left half written.
-//!
-//! ```text
-//! DIR/shardlite.toml        manifest (format version, partitions, seed, index mode, checksum)
-//! DIR/shardlite.lock        flock'ed while a process has the directory open (crate::dirlock)
-//! DIR/shardlite.open        present while the partitions are open: found at open = unclean
-//! DIR/p0000.db (-wal, -shm) partition 0's SQLite database
-//! DIR/p0000.idx             partition 0's compact hash index (index mode `hash` only)
-//! DIR/p0000.idx.tmp         an index being written; removed or renamed into place
-//! DIR/commit-NNNNNNNNNNNNNNNN.log  a segment of the commit log (crate::commitlog)
-//! DIR/commit.base           each partition's durable log position and next id at the last trim
-//! DIR/commit.spare          a segment file kept ready for the next switch
-//! DIR/import.staging.tmp/   an import's parsed input, being written (crate::import)
-//! DIR/import.staging/       an import's parsed input, complete: being applied, or interrupted
-//!   import.toml, pNNNN.run  its plan, and each partition's records
-//!   pNNNN.db                a partition that held no record, being built anew (no WAL)
-//! ```
-//!
-//! A backup directory (crate::backup) holds `shardlite.toml`, each partition's `pNNNN.db` (no
-//! WAL: complete in itself) and `pNNNN.idx`, and `backup.toml` (its manifest, written last). A
-//! backup or a restore is written into a sibling `.NAME.partial` directory and renamed to NAME
-//! once complete.
+//! The data directory's layout: the one place that names files (what each is: [`Layout`]), and
+//! the one way we replace a file (write new, fsync, rename, fsync the directory:
+//! [`replace_file`]), so nothing is ever left half written.
 
 use std::{
     fs::{self, File},
@@ -34,6 +14,22 @@ use crate::{Error, Result};
 pub const MANIFEST: &str = "shardlite.toml";
 
 /// Paths inside one data directory.
+///
+/// ```text
+/// DIR/shardlite.toml        manifest (format version, partitions, seed, index mode, checksum)
+/// DIR/shardlite.lock        flock'ed while a process has the directory open (crate::dirlock)
+/// DIR/shardlite.open        present while the partitions are open: found at open = unclean
+/// DIR/p0000.db (-wal, -shm) partition 0's SQLite database
+/// DIR/p0000.idx             partition 0's compact hash index (index mode `hash` only)
+/// DIR/p0000.idx.tmp         an index being written; removed or renamed into place
+/// DIR/commit-NNNNNNNNNNNNNNNN.log  a segment of the commit log (crate::commitlog)
+/// DIR/commit.base           each partition's durable log position and next id at the last trim
+/// DIR/commit.spare          a segment file kept ready for the next switch
+/// DIR/import.staging.tmp/   an import's parsed input, being written (crate::import)
+/// DIR/import.staging/       an import's parsed input, complete: being applied, or interrupted
+///   import.toml, pNNNN.run  its plan, and each partition's records
+///   pNNNN.db                a partition that held no record, being built anew (no WAL)
+/// ```
 #[derive(Debug, Clone)]
 pub struct Layout {
     dir: PathBuf,

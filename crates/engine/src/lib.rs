@@ -2,23 +2,39 @@
 //! index, written by group commit. Synchronous Rust; no HTTP, no async runtime.
 //!
 //! ```text
-//!   Store::get/submit_get ──> record cache ──miss──> partition p ──index page──> read pool ──> pNNNN.db
-//!  Store::put/delete/batch ──hash──> queue of writer thread (p % W)   [bounded: Overloaded]
-//!                                      │ drain ≤ max_batch, one BEGIN..COMMIT per partition
-//!                                      ├─> answer every waiter after the commit (Pending)
-//!                                      └─> recent index full? freeze ──> maintenance thread
-//!                                                                       (merge into pNNNN.idx)
+//!  Store::get/submit_get ──> record cache ──miss──> partition p ──index page──> read pool
+//! Store::put/delete/batch ──hash──> queue of writer thread (p % W)   [bounded: Overloaded]
+//!                                     │ drain ≤ max_batch, one BEGIN..COMMIT per partition
+//!                                     ├─> answer every waiter after the commit (Pending)
+//!                                     └─> recent index full? freeze ──> maintenance thread
+//!                                                                      (merge into pNNNN.idx)
 //! ```
 //!
-//! Threads: `writer_threads` writers, each owning the read-write connection of its partitions
-//! (and invalidating the record cache around each commit); one maintenance thread for index
-//! merges; `lookup_threads` for `submit_get` misses and the writers' warming reads
-//! ([`lookups`]); callers' own threads for `get`. Modules: [`store`] (the entry point), [`keyhash`] (key -> partition, fingerprint), [`partition`]
-//! (SQL, writer, readers, recovery, the WAL check, check), [`cache`] (recently read records),
-//! [`index`] (the compact index and its file format),
-//! [`manifest`], [`layout`] and [`dirlock`] (what the directory is, where its files are, who has
-//! it open), [`config`], [`memory`] (the memory budget and its parts), [`backup`] (backups of an
-//! open store, each partition from a snapshot its writer takes, and their restore).
+//! Threads: `writer_threads` writers, one checkpointer, one maintenance thread, `lookup_threads`
+//! lookups and, for inline writes, the commit log's flusher; callers' own threads for `get`.
+//!
+//! # Layout
+//!
+//! - [`store`]: the entry point, [`Store`]: open, read, write, batch, check, stats, backup, move, close
+//! - [`partition`]: one partition: its SQL, writer threads and group commit, read pool, recovery
+//! - [`commitlog`]: the log shared by every partition, so that one flush makes a round durable
+//! - [`index`]: the compact hash index (fingerprint -> record ids) and its file format
+//! - [`cache`]: recently read records, kept in RAM and never stale
+//! - [`lookups`]: the lookup threads: `submit_get`'s reads and the writers' warming reads
+//! - `checkpointer`: the checkpointer thread: WAL checkpoints off the writers' path
+//! - `maintenance`: the maintenance thread: index merges, commit log trims, index pages into RAM
+//! - `opening`: opening a directory (lock, commit log, WALs, epoch, partitions) in the right order
+//! - [`keyhash`]: key -> (partition, fingerprint), stable forever
+//! - [`ops`]: operations, conditions, outcomes, records and their [`Version`]s
+//! - [`config`]: settings fixed at creation ([`CreateOptions`]) and at each open ([`Config`])
+//! - [`memory`]: the memory budget and its parts
+//! - [`manifest`], [`layout`], [`dirlock`]: what a directory is, where its files are, who has it open
+//! - [`backup`]: backups of an open store, and their restore
+//! - [`transfer`]: the stream a partition moves in between nodes
+//! - [`bulk`]: the offline bulk loader of a deterministic data set
+//! - [`import`] (with `import_runs`, its staged runs): importing users' records, all or nothing
+//! - [`bin_format`]: the `bin` record stream of export and import
+//! - [`error`]: the one error type; [`metrics`]: the writers' counters
 
 pub mod backup;
 pub mod bin_format;

@@ -1,18 +1,13 @@
 //! The lookup threads and their queue: reads for callers that must not block
 //! (`Store::submit_get`), and warming reads asked for by writer threads.
 //!
-//! A writer thread reads the records its transactions change one after another, so on cold data
-//! a round of many writes to one partition waits on one disk read per record in turn. Before it
-//! starts, the writer hands the round's keys to the lookup threads as warming reads ([`warm`]):
-//! they read those records side by side, so the device serves them at once and the writer finds
-//! their pages in the page cache. A warming read is only a read: it answers nobody, fills the
-//! record cache like any read (which stays coherent: a commit removes the keys it wrote), and is
+//! A warming read ([`warm`]) reads a record a writer's round is about to read, side by side with
+//! the round's other records, so on cold data the device serves them at once and the writer finds
+//! their pages in the page cache. It answers nobody, fills the record cache like any read, and is
 //! dropped when the queue is full.
 //!
 //! How many threads: `lookup_threads`, or with 0 (the default) [`threads_for`] the disk under the
-//! data directory: a quarter of the requests its hardware queues take at once, 8 to 64. On cold
-//! data each thread waits on one read, so they are what keeps the device's queue busy; past a
-//! fraction of its depth more only add waiting.
+//! data directory: on cold data each thread waits on one read, and they keep the device's queue busy.
 //!
 //! [`warm`]: LookupQueue::warm
 

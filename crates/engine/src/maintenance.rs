@@ -1,19 +1,12 @@
-//! The maintenance thread: merges partitions' frozen index entries into their files, one at a
-//! time (merges are sequential I/O and must not compete with each other), off the writers' path;
-//! and drops the commit log's segments once what they hold is durable elsewhere
-//! ([`CommitLog::trim`]), looking every [`TRIM_EVERY`]. A merge that fails is retried a few
-//! seconds later; meanwhile lookups still see the frozen entries, so nothing is lost, only RAM
-//! is held longer.
+//! The maintenance thread, off the writers' path: merges partitions' frozen index entries into
+//! their files, one at a time (merges are sequential I/O and must not compete with each other);
+//! drops the commit log's segments once what they hold is durable elsewhere ([`CommitLog::trim`]),
+//! looking every [`TRIM_EVERY`]; and after the store opens, reads each partition's index file into
+//! RAM ([`crate::index::resident`]) whenever no other work waits. A merge that fails is retried a
+//! few seconds later; lookups still see the frozen entries meanwhile.
 //!
-//! A merge publishes an index file that no longer holds the entries of deleted records. Those
-//! deletes must be durable first, or a power cut could bring a record back that the index
-//! forgot: with the commit log they are (a commit is visible only once logged); at
-//! `synchronous = full` without it, too; at `normal` the merge syncs the partition's WAL after
-//! reading the tombstones and before writing the new file.
-//!
-//! After the store opens, the thread also reads each partition's index file into RAM
-//! ([`crate::index::resident`]), one partition whenever no other work waits, so lookups are
-//! served meanwhile (from the files) and a stop is not held up.
+//! A merge forgets the entries of deleted records, so their deletes must be durable first: with
+//! the commit log or at `synchronous = full` they are; at `normal` the merge syncs the WAL first.
 
 use std::{
     collections::{BTreeSet, VecDeque},

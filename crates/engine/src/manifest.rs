@@ -5,15 +5,10 @@
 //! torn or hand-edited manifest is caught. Opening refuses a directory whose manifest is from a
 //! newer format or disagrees with what the caller asked for.
 //!
-//! The epoch is part of every record's [`crate::Version`]. It changes only when an open finds
-//! that the last session may have lost state it had already shown (it did not close, or a log
-//! was lost): then versions shown before could otherwise be given again to other values. A new
-//! epoch is later than every earlier one and, being at least the Unix time in seconds (shifted
-//! past [`EPOCH_RANDOM_BITS`] random bits), than any epoch an older copy of the directory (a
-//! restored backup) could have reached before now. The random bits tell apart two directories
-//! whose epochs began in the same second, so a tag one of them showed never names a state of the
-//! other (a partition restored on another node by a failover, a copy beside its original).
-//! Format 1 had no epoch; such a directory gets one at its first open by this build.
+//! The epoch is part of every record's [`crate::Version`]. It changes only when an open finds that
+//! the last session may have lost state it had already shown. A new epoch is later than every
+//! earlier one: at least the Unix time in seconds, shifted past [`EPOCH_RANDOM_BITS`] random bits
+//! that tell apart two directories whose epochs began in the same second.
 
 use std::path::Path;
 

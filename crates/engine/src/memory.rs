@@ -1,39 +1,17 @@
 //! The memory budget (`memory_budget_mib`): how much RAM the store may hold, and how it is
-//! divided. The data itself is left to the OS page cache, which the kernel evicts under
-//! pressure (a container's limit included) and which every connection shares; the store's own
-//! memory is what must stay within the budget, at any partition count and any load. Set aside
-//! first, the process's mapped files ([`mapped_files`]): the executable's and libraries' pages
-//! and every partition's WAL-index, which count in the process's resident memory but belong to
-//! none of the parts. The parts share the rest:
-//! - index pages, [`INDEX_PAGES_SHARE`] (less where the others' minimums need it), and what
-//!   the other parts' settings leave of their shares: the index files' pages held in RAM
-//!   ([`crate::index::resident`]), since a cold lookup needs its index page and the page cache
-//!   does not keep them. What the index files do not fill is not used. The other parts share
-//!   the working memory, the rest after the index pages' share:
-//! - SQLite, [`SQLITE_SHARE`]: every connection's page cache, schema and statements. Each
-//!   connection's `cache_size` is its part of the share over every connection the store may
-//!   open (a writer and up to `readers_per_partition` readers a partition, more in a store of
-//!   fewer partitions than lookup threads, and the
-//!   checkpointer's one), less what a connection holds besides ([`CONNECTION_BYTES`]); a
-//!   partition gets fewer readers (at least one) when that many would leave a connection less
-//!   than [`MIN_CACHE_KIB`]. SQLite's own soft heap
-//!   limit cannot do this: its memory statistics are compiled out, for speed
-//!   (`.cargo/config.toml`), and so is lookaside, which would cost every connection 48 KiB.
+//! divided. The data itself is left to the OS page cache; the store's own memory is what must stay
+//! within the budget, at any partition count and any load. The process's mapped files are set
+//! aside first ([`mapped_files`]); the parts share the rest:
+//! - index pages, [`INDEX_PAGES_SHARE`]: index files' pages held in RAM ([`crate::index::resident`]);
+//! - SQLite, [`SQLITE_SHARE`]: every connection's page cache, schema and statements;
 //! - the record cache, [`RECORD_CACHE_SHARE`];
-//! - the recent index entries, [`RECENT_INDEX_SHARE`]: entries held in RAM until merged into the
-//!   index file; each partition merges at its part of the share (active and frozen entries of
-//!   every partition fit);
-//! - the rest: threads, queues, requests in flight, the index files' overflow sections and the
-//!   allocator's slack.
+//! - the recent index entries, [`RECENT_INDEX_SHARE`], held in RAM until merged into the file;
+//! - the rest: threads, queues, requests in flight, the index files' overflow sections.
 //!
 //! `cache_size_kib`, `record_cache_mib` and `merge_threshold` stay ceilings: a part takes the
-//! smaller of its setting and its share, so a bigger cache is had by a bigger budget.
-//!
-//! The default budget is a quarter of the machine's RAM ([`MACHINE_FRACTION`]), or, in a
-//! container whose memory limit is smaller, seven eighths of that limit
-//! ([`CONTAINER_FRACTION`]: the container is the server's, and what the budget leaves is the
-//! page cache the reads and writes pass through); raised to the least the partitions need
-//! ([`minimum_budget`]) if that is at most half ([`shardlite_proc::cgroup`]).
+//! smaller of its setting and its share. The default budget is a quarter of the machine's RAM
+//! ([`MACHINE_FRACTION`]) or, in a container with less, seven eighths of its limit
+//! ([`CONTAINER_FRACTION`]); raised to what the partitions need ([`minimum_budget`]) if that is at most half.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,11 +1,7 @@
 //! The stream a partition moves in between nodes (docs/cluster.md, "Moving a partition"), byte
-//! by byte: every record with its id and counter, so the new owner keeps the partition's
-//! versions, and the partition's `next_id`, so it never hands out an id the old owner gave.
-//! One stream is either the whole partition (the copy) or the records changed since the last
-//! stream (a round of catching up): the same layout, where a change may also say that the
-//! record of an id is gone (counter 0: a record's counter starts at 1). The epoch is the one
-//! the partition's versions carry, so that they stay the same on the new owner; 0 for a copy
-//! that may lack states its owner showed (a restored replica): the new owner gives it a new one.
+//! by byte: every record with its id and counter (so the new owner keeps its versions), the
+//! partition's `next_id` and its epoch. A stream is the whole partition (the copy) or the records
+//! changed since the last stream, where counter 0 says an id's record is gone.
 //!
 //! ```text
 //! magic   "SHLTMV3\n"                                                  8 bytes
@@ -16,8 +12,7 @@
 //! end     id 0 u32, entries u64, crc32c u32 of every byte before it     (little-endian)
 //! ```
 //!
-//! A stream cut short has no end; a damaged one fails its checksum: [`Decoder::finish`] refuses
-//! both, so a move never installs part of a partition as if it were all of it.
+//! A stream cut short has no end; a damaged one fails its checksum: [`Decoder::finish`] refuses both.
 
 use crate::{Error, Result};
 

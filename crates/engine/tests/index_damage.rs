@@ -59,7 +59,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn flipped_bytes_are_detected_or_harmless(flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..8)) {
+    fn flipped_bytes_are_detected_or_harmless(
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..8)
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let (path, mut bytes) = valid_file(dir.path());
         for (at, mask) in flips {

@@ -205,7 +205,8 @@ fn the_manifest_guards_the_directory() {
     let reopened = Store::open(dir.path(), Config::default()).unwrap();
     assert_eq!(reopened.manifest().partitions, 4);
     let empty = tempfile::tempdir().unwrap();
-    assert!(matches!(Store::open(empty.path(), Config::default()), Err(Error::Io { .. })));
+    let err = Store::open(empty.path(), Config::default()).unwrap_err();
+    assert!(matches!(err, Error::NotADataDirectory { .. }) && err.to_string().contains("no shardlite.toml"), "{err}");
 }
 
 /// A directory made before epochs (manifest format 1) opens, keeps its records and gets an

@@ -1,24 +1,6 @@
 //! A backup's manifest, `backup.toml`: what the backup holds and how to tell each file is
 //! intact. TOML with the manifest's checksum line last (as `shardlite.toml`), written last of
-//! all the backup's files:
-//!
-//! ```toml
-//! format_version = 1
-//! created_unix = 1767225600        # when the backup finished
-//! source = "/srv/shardlite"        # the data directory it was taken from
-//! [[files]]                        # files of the whole directory: its manifest
-//! name = "shardlite.toml"
-//! bytes = 145
-//! crc32c = "1c2b9a07"
-//! [[partitions]]
-//! partition = 0
-//! records = 312345                 # live records in its snapshot
-//! next_id = 312901                 # the id its writer would have assigned next
-//! [[partitions.files]]             # its database and index file
-//! name = "p0000.db"
-//! ...
-//! checksum = "…"                   # crc32c of every byte before this line
-//! ```
+//! all the backup's files; an example: [`BackupManifest`].
 
 use std::{
     os::unix::fs::FileExt,
@@ -37,6 +19,26 @@ use crate::{
 pub const BACKUP_FORMAT_VERSION: u32 = 1;
 
 /// What a backup holds.
+///
+/// For example:
+///
+/// ```toml
+/// format_version = 1
+/// created_unix = 1767225600        # when the backup finished
+/// source = "/srv/shardlite"        # the data directory it was taken from
+/// [[files]]                        # files of the whole directory: its manifest
+/// name = "shardlite.toml"
+/// bytes = 145
+/// crc32c = "1c2b9a07"
+/// [[partitions]]
+/// partition = 0
+/// records = 312345                 # live records in its snapshot
+/// next_id = 312901                 # the id its writer would have assigned next
+/// [[partitions.files]]             # its database and index file
+/// name = "p0000.db"
+/// ...
+/// checksum = "…"                   # crc32c of every byte before this line
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackupManifest {

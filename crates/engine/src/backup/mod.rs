@@ -1,23 +1,16 @@
 //! Backups of a data directory, online or offline, and their restore into a new directory.
 //!
 //! A backup ([`crate::Store::backup`]) copies each partition in turn from a snapshot of its own
-//! ([`crate::partition::snapshot`]): its database through SQLite's online backup API, paced to
-//! `max_rate` and yielding to durable writes ([`pace`]) (read from a read transaction, so the
-//! writer goes on committing), and an index file that covers exactly the records of that snapshot
-//! (the index file of the same moment merged with the records above its watermark, or copied
-//! as it is when there are none and no tombstones), so a restore rebuilds nothing. Every write
-//! acknowledged before the backup started is in it; each partition also holds what was
-//! committed to it until its own snapshot. Then the directory's manifest and,
-//! last, the backup's own manifest ([`BackupManifest`]: versioned and checksummed; per partition
-//! its records, `next_id` and each file's size and crc32c). All of it is written into
-//! `.NAME.partial` beside the destination, fsynced, and renamed into place: a directory named like
-//! the destination is always a complete backup.
+//! ([`crate::partition::snapshot`]) while writes go on, with an index file covering exactly that
+//! snapshot (so a restore rebuilds nothing); then the directory's manifest and, last, the
+//! backup's own ([`BackupManifest`]). Every write acknowledged before the backup started is in it.
+//! All of it is written into `.NAME.partial` beside the destination and renamed into place once
+//! complete. A restore ([`restore()`]) verifies every file as it copies it, and starts a new epoch.
 //!
-//! A restore ([`restore()`]) verifies every file against the backup's manifest while copying it
-//! into `.NAME.partial` beside the new data directory, refuses a damaged or incomplete backup
-//! naming the file, starts a new epoch (so the restored directory never gives a tag the
-//! original gave after the backup) and renames the result into place. The restored directory
-//! has no commit log: its first open starts a new one.
+//! - `copy`: one partition's snapshot copied (as a file, or through SQLite's backup API)
+//! - `pace`: how fast: at most `max_rate`, slower while durable writes wait on the disk
+//! - `manifest`: `backup.toml`, versioned and checksummed
+//! - `restore`: a backup restored into a new data directory
 
 mod copy;
 mod manifest;

@@ -5,22 +5,7 @@
 //! what the log still holds. Its presence also says the directory is looked after by the log.
 //!
 //! Two figures tell "older": the log position the database's `meta` notes, and its next record
-//! id. A transaction that only inserts and updates may leave `meta` alone
-//! (`crate::partition::sql`), so a database that lost only such inserts still notes the base's
-//! position, but its next id (past its highest row) falls short of the base's.
-//!
-//! Layout (little-endian), written with `layout::replace_file`:
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 8 | magic `SHLTBASE` |
-//! | 8 | 4 | format version (2) |
-//! | 12 | 4 | partitions P |
-//! | 16 | 16 × P | per partition, the log position its durable files have applied up to, then its next record id |
-//! | 16 + 16P | 4 | crc32c of every byte before |
-//!
-//! Format 1 (written before format 2) has 8 bytes per partition, the position only: read with
-//! no next id to compare (0).
+//! id (a transaction that only inserts may leave `meta` alone). The file's layout: [`write`](fn@write).
 
 use std::path::Path;
 
@@ -74,6 +59,19 @@ pub fn read(path: &Path, partitions: u32) -> Result<Option<Vec<Durable>>> {
 }
 
 /// Replaces the base file at `path` with `durable` (one entry per partition).
+///
+/// Layout (little-endian), written with `layout::replace_file`:
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 8 | magic `SHLTBASE` |
+/// | 8 | 4 | format version (2) |
+/// | 12 | 4 | partitions P |
+/// | 16 | 16 × P | per partition, the log position its durable files have applied up to, then its next record id |
+/// | 16 + 16P | 4 | crc32c of every byte before |
+///
+/// Format 1 (written before format 2) has 8 bytes per partition, the position only: read with
+/// no next id to compare (0).
 pub fn write(path: &Path, durable: &[Durable]) -> Result<()> {
     let mut bytes = Vec::with_capacity(20 + 16 * durable.len());
     bytes.extend_from_slice(MAGIC);

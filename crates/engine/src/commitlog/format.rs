@@ -1,40 +1,9 @@
 //! The commit log's bytes: segment headers and records, written and read. Little-endian.
 //!
-//! A segment file (`commit-NNNNNNNNNNNNNNNN.log`, the number is the segment's sequence):
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 8 | magic `SHLTLOG\0` |
-//! | 8 | 4 | format version (1) |
-//! | 12 | 4 | header size: 4096 |
-//! | 16 | 8 | sequence number of the segment |
-//! | 24 | 8 | base LSN: the log position of the segment's first record byte |
-//! | 32 | 4 | crc32c of bytes 0..32 |
-//! | 36 | 4060 | zero |
-//! | 4096 | … | records, back to back, then zeros (the file is preallocated) |
-//!
-//! A record at file offset `o` has the LSN `base + o - 4096`; LSNs grow across segments without
-//! gaps or reuse, so a record's LSN names it for the whole life of the directory.
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 4 | length of the whole record, this header included (≥ 17) |
-//! | 4 | 4 | crc32c of the body (bytes 16..length), then of the LSN's 8 bytes |
-//! | 8 | 8 | LSN: the record's own position |
-//! | 16 | 1 | kind: 1 transaction, 2 cancel |
-//! | 17 | … | the kind's body |
-//!
-//! Transaction body: partition (u32), `next_id` after it (u64), live records after it (u64),
-//! effect count (u32), then each effect: kind (u8: 1 insert, 2 update, 3 delete), record id
-//! (u32), and for an insert the counter (u64), key length (u32), key, value length (u32), value;
-//! for an update the counter (u64), value length (u32), value; for a delete nothing more.
-//!
-//! Cancel body: partition (u32), LSN of the transaction record it cancels (u64): that
-//! transaction was logged but SQLite failed to commit it, and its writers were told so.
-//!
-//! Reading stops at the first record that is not whole and valid: a length of 0 or running past
-//! the data, a checksum mismatch, or an LSN that is not its position (a leftover of older
-//! bytes). Bytes after that point were never made durable by a completed flush.
+//! A segment file is a header ([`SegmentHeader`]) and records back to back ([`Record`]). A record
+//! at file offset `o` has the LSN `base + o - 4096`; LSNs grow across segments without gaps or
+//! reuse, so a record's LSN names it for the whole life of the directory. Where reading stops:
+//! [`read_records`].
 
 use crate::{Error, Result};
 
@@ -54,6 +23,19 @@ const UPDATE: u8 = 2;
 const DELETE: u8 = 3;
 
 /// A segment's header fields.
+///
+/// A segment file (`commit-NNNNNNNNNNNNNNNN.log`, the number is the segment's sequence):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 8 | magic `SHLTLOG\0` |
+/// | 8 | 4 | format version (1) |
+/// | 12 | 4 | header size: 4096 |
+/// | 16 | 8 | sequence number of the segment |
+/// | 24 | 8 | base LSN: the log position of the segment's first record byte |
+/// | 32 | 4 | crc32c of bytes 0..32 |
+/// | 36 | 4060 | zero |
+/// | 4096 | … | records, back to back, then zeros (the file is preallocated) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
     /// The segment's sequence number (its file name).
@@ -217,6 +199,22 @@ pub enum Effect {
 }
 
 /// A record read back.
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | length of the whole record, this header included (≥ 17) |
+/// | 4 | 4 | crc32c of the body (bytes 16..length), then of the LSN's 8 bytes |
+/// | 8 | 8 | LSN: the record's own position |
+/// | 16 | 1 | kind: 1 transaction, 2 cancel |
+/// | 17 | … | the kind's body |
+///
+/// Transaction body: partition (u32), `next_id` after it (u64), live records after it (u64),
+/// effect count (u32), then each effect: kind (u8: 1 insert, 2 update, 3 delete), record id
+/// (u32), and for an insert the counter (u64), key length (u32), key, value length (u32), value;
+/// for an update the counter (u64), value length (u32), value; for a delete nothing more.
+///
+/// Cancel body: partition (u32), LSN of the transaction record it cancels (u64): that
+/// transaction was logged but SQLite failed to commit it, and its writers were told so.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
     /// A transaction of one partition.
@@ -249,6 +247,10 @@ pub struct LoggedTx {
 
 /// Reads the records of a segment's data (the bytes after its header), whose first byte is at
 /// `base`. Returns the records and the LSN just past the last valid one.
+///
+/// Reading stops at the first record that is not whole and valid: a length of 0 or running past
+/// the data, a checksum mismatch, or an LSN that is not its position (a leftover of older
+/// bytes). Bytes after that point were never made durable by a completed flush.
 pub fn read_records(data: &[u8], base: u64) -> (Vec<Record>, u64) {
     let mut records = Vec::new();
     let mut at = 0usize;

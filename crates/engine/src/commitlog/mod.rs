@@ -1,43 +1,16 @@
 //! The commit log: one append-only log shared by every partition, so that one flush makes a
 //! whole round of commits durable, however many partitions it touched.
 //!
-//! With `synchronous = full` (WAL journal, `commit_log` on) the partitions' SQLite connections
-//! run at `synchronous = NORMAL`: a commit writes its WAL frames without waiting for the disk.
-//! Durability comes from here instead. A writer thread runs each partition's transaction up to
-//! its `COMMIT`, appends what the transaction did to this log ([`CommitLog::append`]: ids, keys,
-//! values, counters, the partition's `next_id` and record count after it), and waits for the
-//! log to be durable ([`CommitLog::wait_durable`]); only then does it `COMMIT` (making the
-//! writes visible to readers) and answer. Whoever waits first while no flush runs leads the next
-//! flush: it writes every record appended so far with one `pwrite` per segment and one
-//! `fdatasync`, then wakes the others. An inline write (`partition::writer::inline`) awaits
-//! its flush instead ([`CommitLog::durable`]), without blocking its thread: the flusher thread
-//! ([`CommitLog::run_flusher`]) runs the flushes such waiters need when no one else does. So
-//! writes are never visible before they are durable, and a round of commits over 100
-//! partitions costs one flush of one file.
+//! With it (`synchronous = full`, WAL journal, `commit_log` on) SQLite runs at `NORMAL` and
+//! durability comes from here: a writer runs a transaction up to its `COMMIT`, appends what it did
+//! ([`CommitLog::append`]), waits for the log to be durable ([`CommitLog::wait_durable`]; an inline
+//! write awaits [`CommitLog::durable`]), and only then commits and answers. Each partition's
+//! `meta.log_applied` says how far it applied the log; an open replays what a database lacks.
 //!
-//! Each partition's database records how far into the log it has applied (`meta.log_applied`,
-//! written in the same transaction). Opening reads the log ([`Recovery::read`]) and each
-//! partition replays the logged transactions its database lacks (lost with its WAL on power
-//! loss: SQLite at NORMAL syncs its WAL only at checkpoints), then the replayed state is made
-//! durable (`syncfs`), the base file written and the old segments dropped ([`finish_recovery`]).
-//! A running log drops whole segments the same way ([`CommitLog::trim`]): once every record in
-//! them is committed in SQLite, `syncfs` makes those commits durable, [`base`] records each
-//! partition's durable position, then the segments go.
-//!
-//! SQLite's own protocol stays power-safe at NORMAL: it syncs the WAL before a checkpoint copies
-//! it, the database after, and the WAL header before it is reused.
-//!
-//! Segments are preallocated, so appending never runs out of space mid-record: a full disk
-//! shows when a new segment is created, before any byte of the records that needed it is
-//! written, and those transactions are rolled back and answered `DiskFull`. A segment whose
-//! blocks were written before (zeros, or an older segment's records, which their LSNs tell
-//! apart) makes each flush cheaper than a merely allocated one, whose blocks the file system
-//! must mark written at every sync (measured: 73 against 79 µs of CPU per durable PUT); so the
-//! maintenance thread keeps such a spare ready ([`CommitLog::prepare_spare`]), recycling a
-//! dropped segment when there is one, and a switch renames it into place. If SQLite then fails
-//! to commit a logged transaction, a cancel record (flushed before anyone is answered) keeps
-//! replay from applying it. A failed write or sync of the log itself fails it for good: every
-//! later append is refused until a restart, which replays what the log holds.
+//! - [`format`](mod@format): segment headers and records, byte by byte
+//! - `segment`: segment files: created preallocated, the spare, retired
+//! - `recovery`: what an open finds of the log ([`Recovery::read`], [`finish_recovery`])
+//! - [`base`]: `commit.base`, how far each partition was durable when segments were last dropped
 
 pub mod base;
 pub mod format;

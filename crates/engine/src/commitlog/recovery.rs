@@ -60,7 +60,10 @@ impl Recovery {
                 return Err(Error::Corrupt { path: path.clone(), what: format!("header says segment {}", header.seq) });
             }
             if expected.is_some_and(|end| end != header.base) {
-                tracing::warn!(path = %path.display(), "a commit log segment after a torn flush: nothing in it was durable");
+                tracing::warn!(
+                    path = %path.display(),
+                    "a commit log segment after a torn flush: nothing in it was durable"
+                );
                 break;
             }
             let data = bytes.get(HEADER as usize..).unwrap_or_default();

@@ -6,35 +6,7 @@
 //! cut into pages. Each bucket owns one page; the rare entries that do not fit their page go to a
 //! small overflow section that is kept in RAM, so a lookup reads exactly one page.
 //!
-//! Format version 2 packs a page's entries: each is `width` bits, the fingerprint's offset from
-//! its bucket's first fingerprint above `id_bits` bits of record id. A bucket spans
-//! `ceil(2^32 / bucket_count)` fingerprints, so the bucket itself says the fingerprint's top bits,
-//! and `id_bits` is the width of the file's watermark: 42 bits an entry for a partition of 10^5
-//! records instead of 64, 35% less of the index to hold in RAM. Packed values sort as their
-//! entries do, so a page is still one sorted run. Version 1 (each entry whole, 64 bits) is read
-//! as well; every file written is version 2.
-//!
-//! ```text
-//! page 0: header (4096 bytes)
-//!   0..8    magic  b"SHLTIDX\0"
-//!   8..12   format version (u32) = 2
-//!   12..16  page size (u32) = 4096
-//!   16..24  bucket count (u64)
-//!   24..32  watermark: every record id <= this is covered (u64)
-//!   32..40  entry count, pages + overflow (u64)
-//!   40..48  overflow entry count (u64)
-//!   48..52  fingerprint bits (u32)
-//!   52..56  id bits (u32, 1..=32)                    [version 1: crc32c of bytes 0..52]
-//!   56..60  crc32c of bytes 0..56
-//!   60..    zero
-//! page 1 + b: bucket b (4096 bytes)
-//!   0..2    entry count n (u16, <= capacity = 4088 * 8 / width)
-//!   2..4    zero
-//!   4..8    crc32c of bytes 0..4 followed by bytes 8..8+ceil(n * width / 8)
-//!   8..     n packed entries, sorted, bit i of entry k at bit k * width + i (little-endian);
-//!           the rest zero
-//! after the last page: overflow entries (whole u64 each, sorted), then crc32c of them (u32)
-//! ```
+//! The layout, and how version 2 packs a page's entries: [`Header`].
 
 use std::{
     fs::File,
@@ -123,6 +95,36 @@ pub fn buckets_for(entries: u64, watermark: u64) -> u64 {
 }
 
 /// The fixed facts of a file, from its header.
+///
+/// Format version 2 packs a page's entries: each is `width` bits, the fingerprint's offset from
+/// its bucket's first fingerprint above `id_bits` bits of record id. A bucket spans
+/// `ceil(2^32 / bucket_count)` fingerprints, so the bucket itself says the fingerprint's top bits,
+/// and `id_bits` is the width of the file's watermark: 42 bits an entry for a partition of 10^5
+/// records instead of 64, 35% less of the index to hold in RAM. Packed values sort as their
+/// entries do, so a page is still one sorted run. Version 1 (each entry whole, 64 bits) is read
+/// as well; every file written is version 2.
+///
+/// ```text
+/// page 0: header (4096 bytes)
+///   0..8    magic  b"SHLTIDX\0"
+///   8..12   format version (u32) = 2
+///   12..16  page size (u32) = 4096
+///   16..24  bucket count (u64)
+///   24..32  watermark: every record id <= this is covered (u64)
+///   32..40  entry count, pages + overflow (u64)
+///   40..48  overflow entry count (u64)
+///   48..52  fingerprint bits (u32)
+///   52..56  id bits (u32, 1..=32)                    [version 1: crc32c of bytes 0..52]
+///   56..60  crc32c of bytes 0..56
+///   60..    zero
+/// page 1 + b: bucket b (4096 bytes)
+///   0..2    entry count n (u16, <= capacity = 4088 * 8 / width)
+///   2..4    zero
+///   4..8    crc32c of bytes 0..4 followed by bytes 8..8+ceil(n * width / 8)
+///   8..     n packed entries, sorted, bit i of entry k at bit k * width + i (little-endian);
+///           the rest zero
+/// after the last page: overflow entries (whole u64 each, sorted), then crc32c of them (u32)
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     /// The format version the file was written in (1 or 2).

@@ -1,20 +1,15 @@
 //! The compact hash index of one partition: fingerprint -> record ids.
 //!
 //! Three parts, newest last, all consulted by a lookup:
-//! - `main`: the file `pNNNN.idx` ([`format`]), covering every record id up to its watermark;
+//! - `main`: the file `pNNNN.idx` ([`format`](mod@format)), covering every record id up to its watermark;
 //! - `frozen`: recent entries being merged into a new file right now (or none);
 //! - `active`: entries of records committed since, in RAM, sorted.
 //!
-//! Only the partition's writer thread changes `active` (after each commit) and freezes it (when
-//! it passes the merge threshold, between two batches), so what the writer decides inside a
-//! transaction (e.g. whether a deleted id lives in the file) cannot be changed under it. Merges
-//! run on the maintenance thread and never block the writer; `maintenance` serialises merges
-//! with rebuilds. Nothing in the file is ever ahead of SQLite: it only holds ids that were
-//! committed before the entries were frozen.
-//!
-//! Deleted records leave stale entries behind, which are harmless (a lookup reads the row and
-//! compares the full key). Deletes of ids covered by the file are recorded in SQLite's
-//! `tombstones` table in the same transaction, and the next merge drops those entries.
+//! Only the partition's writer thread changes `active` and freezes it, so nothing changes under a
+//! transaction; merges run on the maintenance thread and never block the writer. Nothing in the
+//! file is ever ahead of SQLite. Deleted records leave stale entries, harmless (a lookup compares
+//! the full key) until the next merge drops them (`tombstones`). Index pages held in RAM within
+//! the memory budget: [`resident`].
 
 pub mod format;
 pub mod resident;

@@ -1,21 +1,12 @@
 //! Compaction of one partition: its SQLite database rewritten without the space deleted records
 //! left behind ([`run`]), on the partition's writer thread between two rounds of commits.
 //!
-//! SQLite reuses the pages deletes free, but never gives them back to the file system, and a
-//! B-tree page whose records were deleted one by one stays in use, part empty, until its
-//! neighbours can take in what is left. `VACUUM` copies every table into a new database and
-//! writes it back in order, full pages only. It keeps every record's id: `records`' and
-//! `tombstones`' `INTEGER PRIMARY KEY` is the rowid itself, which `VACUUM` preserves (it only
-//! renumbers implicit rowids), and `meta` has none. So versions stay what they were, and the
-//! compact index, which maps fingerprints to ids, needs no change.
-//!
-//! In WAL mode the rewritten pages go through the WAL (which grows to the size of the compacted
-//! database) and reach the database file at the next checkpoint, which also shrinks that file.
-//! So right after the `VACUUM` the writer checkpoints: `TRUNCATE`, waiting at most
-//! [`CLOSE_WAIT`] for readers (with Litestream, `PASSIVE`: Litestream must replicate the frames
-//! first, then checkpoints them itself). A reader still on an older snapshot (a long export)
-//! keeps frames in the WAL: the checkpointer copies them once it ends. Meanwhile writes to the
-//! partitions of that writer thread wait: [`PartitionCompaction::stalled_us`].
+//! `VACUUM` copies every table into a new database, full pages only, and keeps every record's id
+//! (`records`' and `tombstones`' `INTEGER PRIMARY KEY` is the rowid, which it preserves), so
+//! versions and the compact index stay as they were. In WAL mode the rewritten pages go through
+//! the WAL, so the writer checkpoints right after: `TRUNCATE`, waiting at most [`CLOSE_WAIT`] for
+//! readers (with Litestream, `PASSIVE`). Meanwhile writes to the partitions of that writer thread
+//! wait: [`PartitionCompaction::stalled_us`].
 
 use std::time::Instant;
 

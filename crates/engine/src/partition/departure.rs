@@ -1,9 +1,9 @@
 //! A partition leaving this node (docs/cluster.md, "Moving a partition"): claimed by one move
-//! at a time; while it copies the partition to its new owner, the writer notes the id of every record each commit inserts, updates
-//! or deletes, so that each round of catching up sends only what changed since the last one
-//! (deletes included: an id noted and no longer found is sent as deleted). Once the map names
-//! the new owner the partition is `Leaving` until its stale copy here is emptied, and no move
-//! may bring it back here meanwhile.
+//! at a time; while it copies the partition to its new owner, the writer notes the id of every
+//! record each commit inserts, updates or deletes, so that each round of catching up sends only
+//! what changed since the last one (deletes included: an id noted and no longer found is sent as
+//! deleted). Once the map names the new owner the partition is `Leaving` until its stale copy
+//! here is emptied, and no move may bring it back here meanwhile.
 //!
 //! Ids, not commit-log records: a partition's ids are never reused and a key keeps its id for
 //! its whole life, so "the record of id X as it is now" (or its absence) is the whole change of

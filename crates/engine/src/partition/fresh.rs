@@ -1,5 +1,6 @@
 //! A partition that has never held a record, built anew in a file of its own and renamed into
-//! place: the import's fast path.
+//! place: the import's fast path. Without a WAL every page is written once and nothing is
+//! checkpointed; a torn build file is harmless, being no partition's until the rename.
 //!
 //! ```text
 //!  begin:   STAGING/pNNNN.db: new, journal_mode=OFF, synchronous=OFF, the partition's meta copied
@@ -10,18 +11,6 @@
 //!           DIR/pNNNN.db-wal, rename over DIR/pNNNN.db, reopen the partition's writer on it
 //!           (the import syncs the file system once all partitions are in: crate::import)
 //! ```
-//!
-//! A partition the import created (a new directory) is created in rollback-journal mode
-//! (`crate::import`): then `begin` has nothing to checkpoint, no WAL to leave and nothing to
-//! sync; the file is as durable as the import's commit point made it.
-//!
-//! Without a WAL every page is written once (not into the WAL and again by a checkpoint) and
-//! nothing is checkpointed. Without a journal a crash can leave the build file torn, which is
-//! harmless: it is not the partition's until the rename, and a rename is atomic. Until then the
-//! partition is as it was (empty, and durable so), so an interrupted import leaves none of the
-//! share in it and a resume builds it again from the start. After the rename the file holds the
-//! whole share with the import's id in its `meta`; the index file, merged after, may lag it, as
-//! after any crash of the bulk loader, and recovery catches it up from SQLite at the next open.
 
 use std::path::{Path, PathBuf};
 

@@ -3,6 +3,12 @@
 //! [`Partition`] is shared (behind an `Arc`) by the store, its reader callers and its writer
 //! thread; the read-write connection itself lives only on the writer thread
 //! ([`writer::PartitionWriter`]). Opening a partition is also its recovery ([`recovery`]).
+//!
+//! - [`sql`]: every SQL statement and PRAGMA; [`readers`]: the pool of read connections
+//! - [`writer`]: writer threads and group commit
+//! - [`wal`], [`recovery`], [`replay`]: at open, the WAL checked, the commit log replayed, the index caught up
+//! - [`check`], [`compact`], [`snapshot`]: work run on the writer thread between two rounds
+//! - [`fresh`]: a partition built anew by an import; [`departure`]: a partition leaving this node
 
 pub mod check;
 pub mod compact;

@@ -5,15 +5,10 @@
 //! `next_id` and record count — and `meta.log_applied` moves past the last one in the same
 //! SQLite transaction.
 //!
-//! The writer notes `log_applied` only when it writes `meta` anyway: in a transaction that
-//! deletes, or after [`sql::NOTE_EVERY`] new ids (`crate::partition::sql`'s module doc).
-//! Noting every transaction would cost each a second WAL page (measured for updates: 4.2
-//! instead of 2.3 `pwrite`s per commit). So the database may hold inserts and updates logged
-//! after its `log_applied`, and replay applies each effect only if the database lacks it: an
-//! insert whose id is below the database's `next_id` ([`sql::read_meta`]: past every row) is
-//! there (ids are never reused), an update whose counter is not above the record's is there
-//! (counters only grow), a delete of a record that is not there is done. Replaying twice
-//! changes nothing.
+//! The writer notes `log_applied` only when it writes `meta` anyway ([`sql::NOTE_EVERY`]), so the
+//! database may hold effects logged after it, and each is applied only if the database lacks it:
+//! an insert whose id is below the database's `next_id`, an update whose counter is not above the
+//! record's, a delete of a record that is not there are done already. Replaying twice changes nothing.
 
 use rusqlite::Connection;
 

@@ -1,20 +1,11 @@
 //! A partition frozen for a backup: a read transaction on a connection of its own and the index
 //! file of the same moment, taken on the partition's writer thread between two rounds of
-//! commits ([`take`]), so the two agree exactly: every entry of the file is a record of the
-//! snapshot or tombstoned in it (tombstones are only cleared on the writer thread, after the
-//! merge that dropped their entries), and every record of the snapshot above the file's
-//! watermark is one the backup adds to the index it writes.
+//! commits ([`take`]), so the two agree exactly.
 //!
-//! Just before, the writer checkpoints (PASSIVE: the backup's thread has checkpointed already,
-//! so only what was committed since is copied). If that copied the whole WAL, the read
-//! transaction starts on what SQLite calls read-mark 0: it reads the database file alone, and
-//! no checkpoint may write into that file until it ends (a checkpoint needs that lock
-//! exclusively), while the writer goes on appending to the WAL. The database file is then
-//! itself the snapshot, unchanging, and the backup copies it as a file ([`Snapshot::file_is_snapshot`]).
-//! Otherwise (a long reader kept frames in the WAL) the backup reads the snapshot through
-//! SQLite's backup API. The writer's stall (the checkpoint's tail, one `BEGIN`, one read of
-//! `meta`) is measured in `stalled`. A snapshot holds checkpoints back until it ends: the WAL
-//! grows meanwhile by what is committed to the partition.
+//! Just before, the writer checkpoints. If that copied the whole WAL, the database file is itself
+//! the snapshot, unchanging while the read transaction lasts, and the backup copies it as a file
+//! ([`Snapshot::file_is_snapshot`]); otherwise it reads it through SQLite's backup API. The
+//! writer's stall is measured in `stalled`. A snapshot holds checkpoints back until it ends.
 
 use std::{
     path::PathBuf,

@@ -5,18 +5,9 @@
 //!   by the writer, strictly increasing and never reused, so inserts append at the B-tree's
 //!   right edge.
 //! - `meta(name, value)`: `next_id`, `records` (the live count) and `log_applied` (how far into
-//!   the commit log the database is), as of the last transaction that noted them. A writer
-//!   notes them in every transaction that deletes, and at least every [`NOTE_EVERY`] new ids:
-//!   a transaction that only inserts and updates since the last note leaves `meta` alone, so
-//!   it writes one page (the records' leaf) instead of two. So the rows with ids at or above
-//!   `meta.next_id` are exactly the records inserted since the note, all still there, their ids
-//!   without a gap, and [`read_meta`] adds them: the next id is past the highest of them, the
-//!   count includes them (one look at the highest row: opening a partition never counts its
-//!   rows). No id is ever reused: a deleted id is below a noted `next_id`. Format 1 noted
-//!   every transaction that changed the counts; its databases read the same, and are marked 2
-//!   at their first open by a writer (a build of format 1 would reuse ids of a format 2
-//!   database, so it refuses one). `epoch` and `epoch_directory`: the epoch a partition that
-//!   moved here kept ([`super::Epoch`]), absent otherwise.
+//!   the commit log the database is), as of the last transaction that noted them ([`NOTE_EVERY`];
+//!   [`read_meta`] adds the rows inserted since); `epoch` and `epoch_directory`, the epoch a
+//!   partition that moved here kept ([`super::Epoch`]).
 //! - `tombstones(seq, id)`: deleted ids still present in the index file, dropped by the next
 //!   index merge.
 //! - index mode `sqlite` adds `UNIQUE INDEX records_key ON records(key)`.

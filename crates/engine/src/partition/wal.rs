@@ -1,25 +1,15 @@
 //! A partition's write-ahead log as found at open, before SQLite touches it: present, or
 //! missing — and then whether commits were lost with it.
 //!
-//! SQLite opens a WAL-mode database whose `-wal` file is gone without a word, serving the
-//! older state of the database file: every commit since the last checkpoint silently vanishes
-//! (and our index, which may already know those records, would quietly be rebuilt). So before
-//! opening, [`check`] looks for the log of a database in WAL mode (byte 18 of its header is 2):
-//! - present: nothing to say; SQLite replays it.
-//! - missing, with the `-shm` wal-index left by a session that did not close: its header says
-//!   exactly whether frames were committed that never reached the database (`mxFrame` >
-//!   `nBackfill`): if so, they are lost.
-//! - missing, no readable `-shm`, and the directory was not closed cleanly
-//!   ([`crate::dirlock::DirLock::unclean`]): commits since the last checkpoint may be lost.
-//! - missing after a clean close: normal (closing checkpoints and removes the log).
-//! - missing while an interrupted import was building the partition anew (its build file is in
-//!   the import's staging): nothing lost. The build began by checkpointing the database with
-//!   `synchronous=FULL` and leaving WAL mode, and SQLite removes the log before it rewrites the
-//!   header's byte 18, so a kill in between leaves a database in WAL mode without a log, whole.
+//! SQLite opens a WAL-mode database whose `-wal` file is gone without a word, serving the older
+//! state of the database file. So before opening, [`check`] looks for the log of a database in
+//! WAL mode. Missing, it says:
+//! - lost, if the `-shm` wal-index of a session that did not close says frames were committed
+//!   that never reached the database (`mxFrame` > `nBackfill`);
+//! - maybe lost, with no readable `-shm`, if the directory was not closed cleanly;
+//! - nothing, after a clean close, or while an interrupted import was building the partition anew.
 //!
-//! A loss is refused with [`Error::WalMissing`] unless the configuration accepts it
-//! (`accept_wal_loss`), in which case it is logged and the partition opens with what its
-//! database file holds.
+//! A loss is refused with [`Error::WalMissing`] unless `accept_wal_loss` accepts it (then logged).
 
 use std::{io::Read, path::Path};
 
@@ -44,7 +34,10 @@ pub fn check(layout: &Layout, p: u32, unclean: bool, accept_loss: bool) -> Resul
     if !accept_loss {
         return Err(Error::WalMissing { path: wal, detail: loss });
     }
-    tracing::error!(partition = p, path = %wal.display(), %loss, "write-ahead log missing; accepted: serving what the database file holds");
+    tracing::error!(
+        partition = p, path = %wal.display(), %loss,
+        "write-ahead log missing; accepted: serving what the database file holds"
+    );
     Ok(true)
 }
 

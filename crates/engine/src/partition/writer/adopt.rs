@@ -1,21 +1,12 @@
-//! A partition moving here from another node, taken in by its writer (docs/cluster.md, "Moving
-//! a partition"): emptied first (the copy this node may hold from an earlier ownership), then
-//! the records of the copy inserted with their ids and counters as the old owner had them, the
-//! partition's `next_id` and record count noted durably and its index rebuilt; then each round
-//! of changes applied by id (a deletion removes the id's record, any other change replaces or
-//! inserts it), the index kept up to date as a commit would, and the counts noted again. The
-//! node does not own the partition meanwhile, so nothing else reads or writes it here (and the
-//! record cache holds none of its keys: emptying removed them).
+//! A partition moving here from another node, taken in by its writer one [`Adopt`] step at a time
+//! (docs/cluster.md, "Moving a partition"): emptied first, then the copy's records inserted with
+//! their ids and counters, the counts noted durably and the index rebuilt; then each round of
+//! changes applied by id. Nothing else reads or writes the partition meanwhile: this node does not
+//! own it yet. Emptying is also how the old owner drops its stale copy.
 //!
-//! Emptying is also how the old owner drops its stale copy once the map names the new owner.
-//!
-//! The partition keeps the epoch its versions carried on the old owner (noted in `meta` with
-//! the counts), so that every tag the old owner gave still names the same state here; a copy
-//! that may lack states shown before (a restored replica) gets a new epoch instead.
-//!
-//! `meta.log_applied` is set past everything the commit log holds at the end: a transaction the
-//! log may still hold for this partition from an earlier ownership is older than the adopted
-//! records and must never be replayed onto them.
+//! The partition keeps the epoch its versions carried on the old owner, so every tag given there
+//! still names the same state here. `meta.log_applied` is set past the whole commit log, which may
+//! hold older transactions of this partition that must never be replayed onto the new records.
 
 use std::sync::atomic::Ordering;
 

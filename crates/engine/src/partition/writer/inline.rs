@@ -1,31 +1,14 @@
 //! Inline writes: a caller runs its partition's transaction itself, on its own thread, instead
-//! of handing it to the partition's writer thread.
+//! of handing it to the partition's writer thread (two hand-overs and the writer thread's sleep
+//! until the flush, which at a few connections cost more than the transaction itself).
 //!
-//! At a few connections a durable write through a writer thread costs two hand-overs (to the
-//! writer thread and back) and the writer thread's sleep until the flush: about three task
-//! switches a write, which on this project's machine cost more than the transaction itself.
-//! An inline write takes the partition's writer out of its [`Slot`](super::Slot) (only if it lies there:
-//! while the writer thread or another inline write has it, the write goes through the queue),
-//! runs the transaction up to its `COMMIT` and appends it to the commit log as a round would,
-//! then awaits the flush without blocking its thread ([`CommitLog::durable`]: the log's flusher
-//! thread runs it), commits, answers and puts the writer back. Nothing is visible before it is
-//! durable, as in a round.
-//!
-//! Only while few writes are under way (`inline_writes_below`): under heavy load the writer
-//! threads' rounds share a flush among more writes and keep SQLite's work off the caller's
-//! thread. And not for a while after an inline transaction read the disk (the thread's block
-//! reads grew: the data is cold), since the caller's thread is one of the HTTP
-//! server's few; the writer threads and their warming reads keep the disk busy instead.
-//!
-//! Like a round, an inline write finishes a checkpoint the checkpointer left unfinished before
-//! it puts the writer back (`Checkpoints::finish`: the few frames appended since, and the syncs
-//! of the WAL and the database), on the caller's thread. Leaving that to the writer thread, asked
-//! by a job, let the WAL grow: 0.9-9.1 MB against 0.25-2.4 MB after 3,000 inline writes with
-//! 16-page checkpoints (`crates/engine/tests/inline.rs`, four runs each, 24 Nov 2026; later
-//! runs of the kept way passed 4 MB now and then: 5.4 MB).
-//!
-//! An inline write whose caller stops awaiting it (a client gone) still ends: dropping it waits
-//! for the flush on the spot, commits or rolls back, and puts the writer back.
+//! An inline write takes the partition's writer out of its [`Slot`](super::Slot) (only if it lies
+//! there; else the write goes through the queue), runs the transaction up to its `COMMIT` and
+//! appends it to the commit log as a round would, awaits the flush without blocking its thread
+//! ([`CommitLog::durable`]), commits, answers, finishes any checkpoint the checkpointer left
+//! unfinished (`Checkpoints::finish`) and puts the writer back. Nothing is visible before it is
+//! durable. Only while few writes are under way (`inline_writes_below`), and not for a while
+//! ([`COOL_DOWN`]) after one read the disk. Dropped unfinished (its caller gone), it still ends.
 
 use std::{
     sync::{
@@ -35,7 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{PartitionWriter, Prepared, RequestResult, WriteRequest, Writing};
+use super::{partition_writer::Prepared, PartitionWriter, RequestResult, WriteRequest, Writing};
 use crate::{commitlog::CommitLog, ops::Op, Error, Result};
 
 /// How long writes go through the writer threads after an inline transaction read the disk.

@@ -1,62 +1,63 @@
 //! [`Store`]: a data directory of partitions, and the only entry point callers use.
 //!
 //! The store validates input, hashes the key to its partition, and either reads (from the
-//! record cache, else through the partition's index and read pool: on the caller's thread, or
-//! on a lookup thread for `submit_get`) or hands writes to the partition's writer thread and
-//! returns a [`Pending`] that resolves once the write is committed ([`Store::write`] may instead
-//! run a single write's transaction on the caller's thread: an inline write). `Pending` is both
-//! blockable (`wait`) and a `Future`, so an async server can await commits without blocking its
-//! runtime. Opening takes the directory's lock and checks every partition's WAL first
-//! ([`crate::dirlock`]); closing (or dropping) the store stops the maintenance thread, lets the
-//! writers finish every queued job, checkpoints, closes, and releases the lock.
+//! record cache, else through the partition's index and read pool: on the caller's thread, or on
+//! a lookup thread for `submit_get`) or hands writes to the partition's writer thread and returns
+//! a [`Pending`] that resolves once the write is committed ([`Store::write`] may instead run a
+//! single write's transaction on the caller's thread: an inline write). Closing (or dropping)
+//! stops the background threads, lets the writers finish every queued job, checkpoints, closes
+//! and releases the directory's lock.
+//!
+//! - `start`: opening the directory (its lock, the WALs' check, recovery) and starting the threads
+//! - `pending`: the answers callers wait for ([`Pending`], [`PendingGet`], [`PendingBatch`])
+//! - `stats`: [`Store::stats`] and its figures ([`StoreStats`], [`PartitionStats`], [`MemoryStats`])
+//! - `backup`, `scan`, `transfer`: backups, a partition read in id order, a partition moving
 
 mod backup;
+mod pending;
 mod scan;
+mod start;
+mod stats;
 mod transfer;
 
+pub use pending::{Pending, PendingBatch, PendingGet};
 pub use scan::Scanned;
+pub use stats::{MemoryStats, PartitionStats, StoreStats};
 pub use transfer::{send_database, Adoption, MovePart};
 
 use std::{
     collections::BTreeMap,
-    future::{Future, IntoFuture},
     path::Path,
-    pin::Pin,
-    sync::{atomic::Ordering, Arc, Mutex, RwLock},
-    task::{Context, Poll},
+    sync::{Arc, Mutex, RwLock},
     thread::JoinHandle,
 };
 
-use crossbeam_channel::{bounded, unbounded, Sender, TrySendError};
-use serde::{Deserialize, Serialize};
+use crossbeam_channel::{Sender, TrySendError};
 
 use crate::{
-    cache::{CacheStats, RecordCache},
-    checkpointer::{self, Checkpoints},
-    commitlog::{CommitLog, LogStats},
+    cache::RecordCache,
+    checkpointer::Checkpoints,
+    commitlog::CommitLog,
     config::{IndexMode, JournalMode, Synchronous},
-    dirlock::{DirLock, Shown},
+    dirlock::DirLock,
     index::IndexPages,
     keyhash::{KeyHash, KeyHasher},
     layout::Layout,
-    lookups::{self, LookupQueue},
+    lookups::LookupQueue,
     maintenance,
     manifest::Manifest,
-    memory::{self, MemoryPlan},
-    metrics::{Metrics, MetricsSnapshot},
-    opening::{open_directory, Opened},
+    memory::MemoryPlan,
+    metrics::Metrics,
     ops::{Condition, Op, Outcome, Record, Version, Written},
     partition::{
         check::PartitionCheck,
         compact::CompactReport,
-        writer::{
-            self, Inline, Job, Load, Maintenance, PartitionWriter, RequestResult, Slot, WriteRequest, WriterThread,
-            Writing,
-        },
+        writer::{self, Inline, Job, Maintenance, PartitionWriter, WriteRequest},
         Partition,
     },
     Config, CreateOptions, Error, Result, MAX_KEY_LEN,
 };
+use pending::{single, Reply};
 
 /// One partition's share of a batch: the operations' places in the batch, and the operations
 /// with their fingerprints.
@@ -234,128 +235,13 @@ impl Store {
             std::fs::create_dir_all(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
             let manifest = Manifest::new(&create);
             manifest.write(&layout.manifest())?;
-            tracing::info!(dir = %layout.dir().display(), partitions = manifest.partitions, "created a new data directory");
+            tracing::info!(
+                dir = %layout.dir().display(), partitions = manifest.partitions,
+                "created a new data directory"
+            );
             manifest
         };
         Self::start(layout, config, manifest)
-    }
-
-    fn start(layout: Layout, config: Config, mut manifest: Manifest) -> Result<Self> {
-        config.validate()?;
-        if layout.import_staging().exists() {
-            return Err(Error::ImportPending { dir: layout.dir().to_owned() });
-        }
-        let lookup_threads = lookups::threads_for(layout.dir(), config.lookup_threads);
-        let config = Config { lookup_threads, ..config };
-        let memory = MemoryPlan::new(&config, manifest.partitions)?;
-        let config = memory.apply(&config);
-        ensure_fd_budget(&config, manifest.partitions)?;
-        let hasher = manifest.hasher();
-        let threads = config.writer_threads.min(manifest.partitions as usize);
-        let created = manifest.clone();
-        let Opened { lock, parts, log } =
-            open_directory(&layout, &config, &mut manifest, config.uses_commit_log(), threads, |p, log| {
-                let (partition, start) = Partition::open(&layout, p, &config, &created, log)?;
-                let (durable, lost, kept) = (partition.durable(), start.lost, start.epoch);
-                Ok(((Arc::clone(&partition), PartitionWriter::new(partition, start, hasher), kept), durable, lost))
-            })?;
-        let log = log.map(Arc::new);
-        let metrics = Arc::new(Metrics::default());
-        let cache = RecordCache::new(config.record_cache_mib << 20, manifest.partitions).map(Arc::new);
-        let index_pages = IndexPages::new(memory.index_pages);
-        let (maintenance_tx, maintenance_rx) = unbounded();
-        let (checkpoint_tx, checkpoint_rx) = unbounded();
-        let checkpoints = Checkpoints::new(checkpoint_tx);
-        let mut owned: Vec<Vec<u32>> = (0..threads).map(|_| Vec::new()).collect();
-        let mut partitions = Vec::with_capacity(manifest.partitions as usize);
-        let mut slots = Vec::with_capacity(manifest.partitions as usize);
-        for (p, (partition, writer, kept)) in (0..).zip(parts) {
-            partition.set_epoch(manifest.epoch, kept);
-            partitions.push(partition);
-            slots.push(Slot::new(writer));
-            owned[writer::owner(p, threads)].push(p);
-        }
-        let writing = Arc::new(Writing {
-            slots,
-            log: log.clone(),
-            metrics: Arc::clone(&metrics),
-            cache: cache.clone(),
-            checkpoints: checkpoints.clone(),
-            maintenance: maintenance_tx.clone(),
-            config: config.clone(),
-        });
-        let lookups = LookupQueue::new(config.queue_capacity);
-        let mut senders = Vec::with_capacity(threads);
-        let mut handles = Vec::with_capacity(threads);
-        for (number, owned) in owned.into_iter().enumerate() {
-            let (tx, rx) = bounded(config.queue_capacity);
-            let thread = WriterThread {
-                number,
-                jobs: rx,
-                owned,
-                out: Vec::new(),
-                writing: Arc::clone(&writing),
-                lookups: Arc::clone(&lookups),
-            };
-            handles.push(spawn(format!("shardlite-writer-{number}"), move || thread.run())?);
-            senders.push(tx);
-        }
-        let checkpointer = {
-            let (parts, config) = (partitions.clone(), config.clone());
-            spawn("shardlite-checkpointer".into(), move || checkpointer::run(checkpoint_rx, parts, config))?
-        };
-        let maintenance_thread = {
-            let work = maintenance::Work {
-                partitions: partitions.clone(),
-                writers: senders.clone(),
-                log: log.clone(),
-                sync_wal_before_merge: merges_sync_wal(&config),
-                index_pages: (memory.index_pages > 0).then(|| Arc::clone(&index_pages)),
-            };
-            spawn("shardlite-maintenance".into(), move || maintenance::run(maintenance_rx, work))?
-        };
-        lock.opened(Shown::by(&config))?;
-        let inline = log.as_ref().filter(|_| config.inline_writes_below > 0).map(|log| Inline {
-            writing: Arc::clone(&writing),
-            log: Arc::clone(log),
-            threads,
-            load: Load::default(),
-        });
-        let flusher = match &inline {
-            Some(inline) => {
-                let log = Arc::clone(&inline.log);
-                Some(spawn("shardlite-flusher".into(), move || log.run_flusher())?)
-            }
-            None => None,
-        };
-        let shared = Arc::new(Shared { hasher, partitions, cache, writers: RwLock::new(senders) });
-        // `submit_get` found no cached record, or a writer asked for a warming read.
-        let read = Arc::clone(&shared);
-        lookups.start(config.lookup_threads, Arc::new(move |key: &[u8]| read.read_through(key)), |name, f| {
-            spawn(name, f)
-        })?;
-        let records: u64 = shared.partitions.iter().map(|p| p.counters.records.load(Ordering::Relaxed)).sum();
-        tracing::info!(
-            dir = %layout.dir().display(), partitions = manifest.partitions, index = %manifest.index, records,
-            memory_budget_mib = memory.budget >> 20, "store opened"
-        );
-        Ok(Self {
-            layout,
-            config,
-            memory,
-            index_pages,
-            manifest,
-            shared,
-            writer_threads: Mutex::new(handles),
-            lookups,
-            maintenance: Mutex::new(Some((maintenance_tx, maintenance_thread))),
-            checkpointer: Mutex::new(Some((checkpoints, checkpointer))),
-            metrics,
-            log,
-            lock: Mutex::new(Some(lock)),
-            inline,
-            flusher: Mutex::new(flusher),
-        })
     }
 
     /// The configuration in force.
@@ -373,7 +259,6 @@ impl Store {
         self.shared.hasher.locate(key).partition
     }
 
-    /// Reads a record.
     /// Reads a record on the calling thread (which blocks for the SQLite read).
     pub fn get(&self, key: &[u8]) -> Result<Option<Record>> {
         self.validate(&Op::Get { key: Vec::new() }, key)?;
@@ -541,56 +426,6 @@ impl Store {
         Ok(CompactReport::of(partitions))
     }
 
-    /// Sizes, counts and health of every partition, and the writers' counters.
-    pub fn stats(&self) -> StoreStats {
-        let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
-        let partitions: Vec<PartitionStats> = self
-            .shared
-            .partitions
-            .iter()
-            .map(|p| {
-                let index = p.index.as_ref().map(|i| i.sizes()).unwrap_or_default();
-                PartitionStats {
-                    partition: p.id,
-                    records: p.counters.records.load(Ordering::Relaxed),
-                    db_bytes: size(&p.db_path),
-                    wal_bytes: size(&p.wal_path),
-                    index_bytes: index.file_bytes,
-                    index_file_entries: index.file_entries,
-                    index_recent_entries: index.recent_entries,
-                    commits: p.counters.commits.load(Ordering::Relaxed),
-                    ops: p.counters.ops.load(Ordering::Relaxed),
-                    merges: p.counters.merges.load(Ordering::Relaxed),
-                    checkpoints: p.counters.checkpoints.load(Ordering::Relaxed),
-                    readers_open: p.readers.open_connections(),
-                    poisoned: p.poisoned(),
-                }
-            })
-            .collect();
-        let queue_depths =
-            self.shared.writers.read().unwrap_or_else(|p| p.into_inner()).iter().map(Sender::len).collect();
-        let lookup_queue_depth = self.lookups.queued();
-        let record_cache = self.shared.cache.as_ref().map(|c| c.stats());
-        let recent_entries: u64 = partitions.iter().map(|p: &PartitionStats| p.index_recent_entries).sum();
-        let memory = MemoryStats {
-            plan: self.memory,
-            record_cache_bytes: record_cache.map_or(0, |c| c.bytes),
-            recent_index_bytes: recent_entries * memory::RECENT_ENTRY_BYTES,
-            index_pages_bytes: self.index_pages.used(),
-        };
-        StoreStats {
-            memory,
-            log: self.log.as_ref().map(|log| log.stats()),
-            lookup_queue_depth,
-            record_cache,
-            data_dir: self.layout.dir().display().to_string(),
-            manifest: self.manifest.clone(),
-            partitions,
-            queue_depths,
-            writers: self.metrics.snapshot(),
-        }
-    }
-
     /// What keeps the store from serving everything, one line each: poisoned partitions
     /// (their writes refused until a restart) and a failed commit log (every write refused).
     /// Empty when healthy. Cheap: no file is read.
@@ -663,255 +498,4 @@ impl Drop for Store {
 /// WAL mode are commits visible (and merged) before they are durable ([`maintenance`]).
 fn merges_sync_wal(config: &Config) -> bool {
     config.synchronous == Synchronous::Normal && config.journal == JournalMode::Wal
-}
-
-fn spawn<T: Send + 'static>(name: String, f: impl FnOnce() -> T + Send + 'static) -> Result<JoinHandle<T>> {
-    std::thread::Builder::new()
-        .name(name.clone())
-        .spawn(f)
-        .map_err(|e| Error::Io { path: name.into(), message: e.to_string() })
-}
-
-/// Raises the soft open-files limit as far as needed (and allowed), and refuses a
-/// configuration that would run out of file descriptors under load.
-fn ensure_fd_budget(config: &Config, partitions: u32) -> Result<()> {
-    // Per partition: the writer's db + wal, the shared shm, the index, two per reader; the
-    // checkpointer's one connection and the rest within the 64.
-    let per_partition = 4 + 2 * config.readers_per_partition as u64;
-    let needed = u64::from(partitions) * per_partition + 64;
-    let limit = rlimit::increase_nofile_limit(needed).unwrap_or(0);
-    if limit != 0 && limit < needed {
-        return Err(Error::Config(format!(
-            "{} partitions with {} readers each need about {needed} file descriptors, but the limit is {limit}: \
-             raise `ulimit -n`, or lower readers_per_partition",
-            partitions, config.readers_per_partition
-        )));
-    }
-    Ok(())
-}
-
-/// A reply channel: blocking until first polled, then async; or an answer known at once.
-#[derive(Debug)]
-enum Reply<T> {
-    Ready(T),
-    Blocking(oneshot::Receiver<T>),
-    Async(oneshot::AsyncReceiver<T>),
-    Done,
-}
-
-impl<T> Reply<T> {
-    /// Blocks for the answer; `Err` if the sender was dropped.
-    fn wait(&mut self) -> std::result::Result<T, ()> {
-        match std::mem::replace(self, Reply::Done) {
-            Reply::Ready(answer) => Ok(answer),
-            Reply::Blocking(rx) => rx.recv().map_err(|_| ()),
-            Reply::Async(_) | Reply::Done => panic!("a reply is either awaited or waited for, not both"),
-        }
-    }
-
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<T, ()>> {
-        loop {
-            match std::mem::replace(self, Reply::Done) {
-                Reply::Ready(answer) => return Poll::Ready(Ok(answer)),
-                Reply::Blocking(rx) => *self = Reply::Async(rx.into_future()),
-                Reply::Async(mut rx) => {
-                    return match Pin::new(&mut rx).poll(cx) {
-                        Poll::Ready(result) => Poll::Ready(result.map_err(|_| ())),
-                        Poll::Pending => {
-                            *self = Reply::Async(rx);
-                            Poll::Pending
-                        }
-                    }
-                }
-                Reply::Done => panic!("a reply polled after it resolved"),
-            }
-        }
-    }
-}
-
-/// The answer to one queued operation, once its transaction commits.
-#[derive(Debug)]
-#[must_use = "a write is only known to be committed once its Pending resolves"]
-pub struct Pending {
-    reply: Reply<RequestResult>,
-    partition: Arc<Partition>,
-}
-
-impl Pending {
-    fn new(rx: oneshot::Receiver<RequestResult>, partition: Arc<Partition>) -> Self {
-        Self { reply: Reply::Blocking(rx), partition }
-    }
-
-    /// Blocks until the transaction holding this operation has committed (or failed).
-    pub fn wait(self) -> Result<Outcome> {
-        single(self.wait_all())
-    }
-
-    fn wait_all(mut self) -> RequestResult {
-        let result = self.reply.wait();
-        all(result, &self.partition)
-    }
-
-    fn poll_all(&mut self, cx: &mut Context<'_>) -> Poll<RequestResult> {
-        self.reply.poll(cx).map(|result| all(result, &self.partition))
-    }
-}
-
-impl Future for Pending {
-    type Output = Result<Outcome>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.poll_all(cx).map(single)
-    }
-}
-
-/// The answer to a queued read.
-#[derive(Debug)]
-#[must_use = "a read's answer arrives through its PendingGet"]
-pub struct PendingGet(Reply<Result<Option<Record>>>);
-
-impl PendingGet {
-    /// Blocks for the record.
-    pub fn wait(mut self) -> Result<Option<Record>> {
-        self.0.wait().unwrap_or(Err(Error::Closed))
-    }
-}
-
-impl Future for PendingGet {
-    type Output = Result<Option<Record>>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.poll(cx).map(|r| r.unwrap_or(Err(Error::Closed)))
-    }
-}
-
-fn all(result: std::result::Result<RequestResult, ()>, partition: &Partition) -> RequestResult {
-    // A dropped reply means the writer died: the partition is poisoned, or the store closed.
-    result.unwrap_or_else(|()| Err(partition.poison_error().unwrap_or(Error::Closed)))
-}
-
-fn single(result: RequestResult) -> Result<Outcome> {
-    result?.pop().expect("one operation, one outcome")
-}
-
-/// The answers to a queued batch.
-#[derive(Debug)]
-#[must_use = "a batch is only known to be committed once it resolves"]
-pub struct PendingBatch {
-    len: usize,
-    groups: Vec<(Vec<usize>, Result<Pending>)>,
-}
-
-impl PendingBatch {
-    /// Blocks until every partition's part has committed; results in the batch's order.
-    pub fn wait(self) -> Vec<Result<Outcome>> {
-        let mut out: Vec<Result<Outcome>> = (0..self.len).map(|_| Err(Error::Closed)).collect();
-        for (slots, pending) in self.groups {
-            let results = pending.and_then(Pending::wait_all);
-            scatter(&mut out, &slots, results);
-        }
-        out
-    }
-
-    /// Awaits every partition's part; results in the batch's order.
-    pub async fn resolve(self) -> Vec<Result<Outcome>> {
-        let mut out: Vec<Result<Outcome>> = (0..self.len).map(|_| Err(Error::Closed)).collect();
-        for (slots, pending) in self.groups {
-            let results = match pending {
-                Ok(mut p) => std::future::poll_fn(|cx| p.poll_all(cx)).await,
-                Err(e) => Err(e),
-            };
-            scatter(&mut out, &slots, results);
-        }
-        out
-    }
-}
-
-fn scatter(out: &mut [Result<Outcome>], slots: &[usize], results: RequestResult) {
-    match results {
-        Ok(results) => {
-            for (slot, result) in slots.iter().zip(results) {
-                out[*slot] = result;
-            }
-        }
-        Err(err) => {
-            for slot in slots {
-                out[*slot] = Err(err.clone());
-            }
-        }
-    }
-}
-
-/// One partition's figures.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PartitionStats {
-    /// The partition.
-    pub partition: u32,
-    /// Live records.
-    pub records: u64,
-    /// Bytes of the SQLite database file.
-    pub db_bytes: u64,
-    /// Bytes of its WAL.
-    pub wal_bytes: u64,
-    /// Bytes of the index file.
-    pub index_bytes: u64,
-    /// Entries in the index file.
-    pub index_file_entries: u64,
-    /// Index entries in RAM, not yet merged.
-    pub index_recent_entries: u64,
-    /// Transactions committed.
-    pub commits: u64,
-    /// Operations committed.
-    pub ops: u64,
-    /// Index merges completed since open.
-    pub merges: u64,
-    /// WAL checkpoints run by the writer since open.
-    pub checkpoints: u64,
-    /// Read connections open.
-    pub readers_open: usize,
-    /// Why writes are refused, if they are.
-    pub poisoned: Option<String>,
-}
-
-/// The whole store's figures.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StoreStats {
-    /// The data directory.
-    pub data_dir: String,
-    /// Its manifest.
-    pub manifest: Manifest,
-    /// Each partition.
-    pub partitions: Vec<PartitionStats>,
-    /// Jobs waiting in each writer thread's queue.
-    pub queue_depths: Vec<usize>,
-    /// Reads waiting for the lookup threads.
-    pub lookup_queue_depth: usize,
-    /// The record cache's hits, misses and size (`None`: no cache).
-    pub record_cache: Option<CacheStats>,
-    /// Commit counters and the requests-per-commit histogram.
-    pub writers: MetricsSnapshot,
-    /// The commit log's figures (`None`: commits do not go through it).
-    pub log: Option<LogStats>,
-    /// The memory budget, its parts and what each holds now.
-    pub memory: MemoryStats,
-}
-
-/// The memory budget's parts and what each holds now, bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MemoryStats {
-    /// The budget and its parts.
-    pub plan: MemoryPlan,
-    /// What the record cache's entries are charged for.
-    pub record_cache_bytes: u64,
-    /// What the recent index entries of all partitions cost.
-    pub recent_index_bytes: u64,
-    /// Index files' pages held in RAM.
-    pub index_pages_bytes: u64,
-}
-
-impl StoreStats {
-    /// The sum over the partitions of one of their figures.
-    pub fn sum(&self, figure: fn(&PartitionStats) -> u64) -> u64 {
-        self.partitions.iter().map(figure).sum()
-    }
 }

@@ -1,28 +1,7 @@
-//! Writer threads and group commit.
-//!
-//! Each writer thread serves a fixed set of partitions (partition `p` belongs to thread
-//! `p % writer_threads`) and one bounded queue of [`Job`]s. A partition's writer (its
-//! read-write connection and counters) lies in a [`Slot`]; the thread takes it out for a round
-//! or a control job and puts it back after, and between rounds a single write may take it and
-//! run inline on its caller's thread instead ([`inline`]). The thread
-//! blocks for the first job, drains whatever else is waiting (up to `max_batch`, optionally
-//! lingering `max_linger`): one round. For each partition touched it runs one transaction
-//! holding all of its requests up to its `COMMIT`, and with the commit log appends what each
-//! did to it; then it waits once for the log to be durable (one flush, shared by every writer
-//! thread's round under way); then it commits each transaction (visible to readers only now)
-//! and answers every waiter, each with its own per-operation results, or all with the
-//! transaction's error. A failed commit (other than a full disk) or a panic poisons the
-//! partition.
-//!
-//! ```text
-//! callers --try_send--> [queue, bounded] --> writer thread: per partition BEGIN; ops...
-//!                                              --> commit log: append; one flush per round
-//!                                              --> per partition COMMIT --> replies
-//!                                                  \--(index passed merge threshold)--> maintenance
-//! ```
-
-mod adopt;
-mod inline;
+//! One partition's writer: where it lies between uses ([`Slot`]), its read-write connection and
+//! counters ([`PartitionWriter`]), and a group's transaction from `BEGIN` to its answers: run up
+//! to its `COMMIT` and logged ([`PartitionWriter::prepare`]), then committed once the log is
+//! durable and published ([`PartitionWriter::complete`]).
 
 use std::{
     collections::HashMap,
@@ -31,13 +10,9 @@ use std::{
     time::Instant,
 };
 
-use crossbeam_channel::{Receiver, Sender};
 use rusqlite::Connection;
 
-pub use adopt::Adopt;
-pub use inline::{Inline, Load};
-
-use super::{check, compact, recovery::rebuild_index, snapshot, sql, Partition, WriterStart};
+use super::{Maintenance, WriteRequest, Writing};
 use crate::{
     cache::RecordCache,
     checkpointer::{self, Checkpoints},
@@ -45,108 +20,10 @@ use crate::{
     config::{IndexMode, TxMode},
     index::entry,
     keyhash::KeyHasher,
-    lookups::LookupQueue,
-    metrics::Metrics,
     ops::{Op, Outcome, Record, Written},
-    Config, Error, Result,
+    partition::{recovery::rebuild_index, sql, Partition, WriterStart},
+    Error, Result,
 };
-
-/// Per-operation results of one request, or the error of its whole transaction.
-pub type RequestResult = Result<Vec<Result<Outcome>>>;
-
-/// Operations for one partition, committed together, answered together.
-#[derive(Debug)]
-pub struct WriteRequest {
-    /// The partition all `ops` belong to.
-    pub partition: u32,
-    /// The operations with their keys' fingerprints, applied in order.
-    pub ops: Vec<(Op, u32)>,
-    /// Where the answer goes.
-    pub reply: oneshot::Sender<RequestResult>,
-}
-
-/// Work for a writer thread.
-#[derive(Debug)]
-pub enum Job {
-    /// Writes (and the reads of a batch) to group-commit.
-    Write(WriteRequest),
-    /// Forget tombstones up to `max_seq`: a merge has dropped their entries.
-    ClearTombstones {
-        /// The partition.
-        partition: u32,
-        /// Highest tombstone sequence the merge applied.
-        max_seq: i64,
-    },
-    /// Rebuild the partition's index from SQLite.
-    Rebuild {
-        /// The partition.
-        partition: u32,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Result<()>>,
-    },
-    /// Check the partition's SQLite file and index.
-    Check {
-        /// The partition.
-        partition: u32,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Result<check::PartitionCheck>>,
-    },
-    /// Take a backup's snapshot of the partition through `conn` ([`snapshot::take`]).
-    Snapshot {
-        /// The partition.
-        partition: u32,
-        /// A read connection of the backup's, for the snapshot's read transaction.
-        conn: Box<Connection>,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Result<snapshot::Snapshot>>,
-    },
-    /// Compact the partition's database ([`compact::run`]).
-    Compact {
-        /// The partition.
-        partition: u32,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Result<compact::PartitionCompaction>>,
-    },
-    /// One step of taking the partition in from another node ([`Adopt`]).
-    Adopt {
-        /// The partition.
-        partition: u32,
-        /// The step.
-        step: Adopt,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Result<()>>,
-    },
-    /// Start the notes of the ids each commit changes over, for a move copying the partition
-    /// away ([`super::departure::Departure::track`]): between two rounds, so no commit escapes
-    /// both the copy and the notes.
-    Track {
-        /// The partition.
-        partition: u32,
-        /// Answered once noting has started.
-        reply: oneshot::Sender<()>,
-    },
-    /// Freeze the recent index now (a forced merge); answers whether anything was frozen.
-    Freeze {
-        /// The partition.
-        partition: u32,
-        /// Where the answer goes.
-        reply: oneshot::Sender<bool>,
-    },
-}
-
-/// The writer thread that owns partition `p` when there are `threads` of them.
-pub fn owner(partition: u32, threads: usize) -> usize {
-    partition as usize % threads.max(1)
-}
-
-/// Messages for the maintenance thread.
-#[derive(Debug)]
-pub enum Maintenance {
-    /// Merge this partition's frozen index entries into its file.
-    Merge(u32),
-    /// Finish the merge under way and exit.
-    Stop,
-}
 
 /// Where a partition's writer lies when no one is using it: its writer thread checks it out
 /// for a round, a caller for an inline write.
@@ -162,7 +39,7 @@ impl Slot {
     }
 
     /// The writer, waiting until whoever has it puts it back.
-    fn take(&self) -> PartitionWriter {
+    pub(super) fn take(&self) -> PartitionWriter {
         let mut slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(writer) = slot.take() {
@@ -186,13 +63,13 @@ impl Slot {
 
 /// The writer's side of one partition: the read-write connection and the id counter.
 pub struct PartitionWriter {
-    partition: Arc<Partition>,
-    conn: Connection,
-    hasher: KeyHasher,
-    next_id: u64,
-    records: u64,
+    pub(super) partition: Arc<Partition>,
+    pub(super) conn: Connection,
+    pub(super) hasher: KeyHasher,
+    pub(super) next_id: u64,
+    pub(super) records: u64,
     /// `(next_id, records)` as the partition's `meta` holds them (its last note, or as read).
-    noted: (u64, u64),
+    pub(super) noted: (u64, u64),
     candidates: Vec<u32>,
 }
 
@@ -224,18 +101,18 @@ impl Tx {
 }
 
 /// Where a transaction's record is in the commit log: `(lsn, end)`.
-type Logged = (u64, u64);
+pub(super) type Logged = (u64, u64);
 
 /// A group's transaction, run up to its `COMMIT` ([`PartitionWriter::prepare`]), waiting for
 /// the round's flush of the commit log ([`PartitionWriter::complete`]).
-struct Prepared {
+pub(super) struct Prepared {
     reqs: Vec<WriteRequest>,
     started: Instant,
     /// Per-request results and the open transaction; or the error every request gets (the
     /// transaction rolled back).
     state: Result<(Vec<Vec<Result<Outcome>>>, Tx)>,
     /// The transaction's record in the commit log.
-    logged: Option<Logged>,
+    pub(super) logged: Option<Logged>,
 }
 
 impl PartitionWriter {
@@ -252,7 +129,7 @@ impl PartitionWriter {
 
     /// Runs `reqs` in one transaction up to its `COMMIT` and, with a commit log, appends what
     /// it did to the log. Nothing is visible to readers yet.
-    fn prepare(&mut self, reqs: Vec<WriteRequest>, tx_mode: TxMode, log: Option<&CommitLog>) -> Prepared {
+    pub(super) fn prepare(&mut self, reqs: Vec<WriteRequest>, tx_mode: TxMode, log: Option<&CommitLog>) -> Prepared {
         let started = Instant::now();
         let mut prepared = Prepared { reqs, started, state: Err(Error::Closed), logged: None };
         if let Some(err) = self.partition.poison_error() {
@@ -280,7 +157,7 @@ impl PartitionWriter {
     }
 
     /// Starts reading, in the background, the index file pages that `reqs` will look up.
-    fn prefetch(&self, reqs: &[WriteRequest]) {
+    pub(super) fn prefetch(&self, reqs: &[WriteRequest]) {
         if let Some(index) = &self.partition.index {
             index.prefetch(reqs.iter().flat_map(|r| r.ops.iter().map(|(_, fp)| *fp)));
         }
@@ -317,7 +194,7 @@ impl PartitionWriter {
     /// answers each request; a group that fails is rolled back, its logged record cancelled,
     /// and every request answered the error. The commit is counted in `metrics` before anyone
     /// is answered; `cache` learns of it as [`RecordCache`] requires.
-    fn complete(&mut self, prepared: Prepared, flushed: &Result<()>, writing: &Writing) {
+    pub(super) fn complete(&mut self, prepared: Prepared, flushed: &Result<()>, writing: &Writing) {
         let (log, cache) = (writing.log.as_deref(), writing.cache.as_deref());
         let Prepared { reqs, started, state, logged } = prepared;
         let outcome = match state {
@@ -358,7 +235,7 @@ impl PartitionWriter {
 
     /// What follows a transaction's end: the checkpoint the checkpointer left unfinished, a
     /// new one if the WAL has grown past its threshold, a merge if the recent index is full.
-    fn after_commit(&self, writing: &Writing) {
+    pub(super) fn after_commit(&self, writing: &Writing) {
         Checkpoints::finish(&self.partition, &self.conn);
         writing.checkpoints.want(&self.partition, checkpointer::threshold(&writing.config, self.partition.id));
         if self.partition.index.as_ref().is_some_and(|i| i.freeze_if(writing.config.merge_threshold)) {
@@ -408,7 +285,10 @@ impl PartitionWriter {
     ) -> Result<(Vec<Vec<Result<Outcome>>>, Tx)> {
         match self.transact(reqs, tx_mode, logging) {
             Err(Error::Corrupt { path, what }) if self.partition.index.is_some() => {
-                tracing::warn!(partition = self.partition.id, path = %path.display(), %what, "index damaged; rebuilding");
+                tracing::warn!(
+                    partition = self.partition.id, path = %path.display(), %what,
+                    "index damaged; rebuilding"
+                );
                 self.rebuild()?;
                 self.transact(reqs, tx_mode, logging)
             }
@@ -591,204 +471,5 @@ impl PartitionWriter {
 fn reply_all(reqs: Vec<WriteRequest>, err: &Error) {
     for req in reqs {
         let _ = req.reply.send(Err(err.clone()));
-    }
-}
-
-/// What the writer threads and inline writes share: where each partition's writer lies, and
-/// what a commit goes through and reports to.
-pub struct Writing {
-    /// Every partition's writer slot.
-    pub slots: Vec<Slot>,
-    /// The shared commit log, when commits are made durable by it.
-    pub log: Option<Arc<CommitLog>>,
-    /// Store-wide counters.
-    pub metrics: Arc<Metrics>,
-    /// The store's record cache, which commits invalidate.
-    pub cache: Option<Arc<RecordCache>>,
-    /// Where checkpoints are asked for.
-    pub checkpoints: Checkpoints,
-    /// Where partitions whose recent index passed the threshold are sent.
-    pub maintenance: Sender<Maintenance>,
-    /// The store's configuration.
-    pub config: Config,
-}
-
-/// A writer thread: its queue, its partitions, and what it shares with the others.
-pub struct WriterThread {
-    /// The thread's number (partition `p` belongs to thread `p % writer_threads`).
-    pub number: usize,
-    /// The thread's queue.
-    pub jobs: Receiver<Job>,
-    /// The partitions this thread owns.
-    pub owned: Vec<u32>,
-    /// The writers this thread has checked out of their slots.
-    pub out: Vec<PartitionWriter>,
-    /// What it shares with the other writer threads and inline writes.
-    pub writing: Arc<Writing>,
-    /// The lookup threads, which read a round's records side by side (`warm`).
-    pub lookups: Arc<LookupQueue>,
-}
-
-impl WriterThread {
-    /// Serves jobs until every sender is gone, then checkpoints its partitions and hands their
-    /// writers back (open: the store closes them once the session is marked closed).
-    pub fn run(mut self) -> Vec<PartitionWriter> {
-        while let Ok(first) = self.jobs.recv() {
-            let jobs = self.drain(first);
-            let mut groups: Vec<(u32, Vec<WriteRequest>)> = Vec::new();
-            for job in jobs {
-                match job {
-                    Job::Write(req) => match groups.iter_mut().find(|(p, _)| *p == req.partition) {
-                        Some((_, group)) => group.push(req),
-                        None => groups.push((req.partition, vec![req])),
-                    },
-                    control => self.control(control),
-                }
-            }
-            self.commit_round(groups);
-            self.put_back();
-        }
-        self.checkpoint_all()
-    }
-
-    /// The first job and whatever else is already waiting (or arrives within the linger).
-    fn drain(&self, first: Job) -> Vec<Job> {
-        let mut jobs = vec![first];
-        let deadline = Instant::now() + self.writing.config.max_linger();
-        while jobs.len() < self.writing.config.max_batch {
-            let next = match self.jobs.try_recv() {
-                Ok(job) => Ok(job),
-                Err(_) if self.writing.config.max_linger_us > 0 => self.jobs.recv_deadline(deadline).map_err(|_| ()),
-                Err(_) => Err(()),
-            };
-            match next {
-                Ok(job) => jobs.push(job),
-                Err(()) => break,
-            }
-        }
-        jobs
-    }
-
-    fn writer(&mut self, partition: u32) -> &mut PartitionWriter {
-        let at = match self.out.iter().position(|w| w.partition.id == partition) {
-            Some(at) => at,
-            None => {
-                self.out.push(self.writing.slots[partition as usize].take());
-                self.out.len() - 1
-            }
-        };
-        &mut self.out[at]
-    }
-
-    fn put_back(&mut self) {
-        for writer in self.out.drain(..) {
-            let id = writer.partition.id;
-            self.writing.slots[id as usize].put(writer);
-        }
-    }
-
-    /// Commits one round: each partition's requests in one transaction, all run up to their
-    /// `COMMIT` first; then, with a commit log, one wait for the log to be durable past every
-    /// record of the round (one flush, shared with the other writer threads' rounds); then each
-    /// transaction commits and its requests are answered, and a checkpoint of its partition asked
-    /// for or its recent index frozen if due.
-    fn commit_round(&mut self, groups: Vec<(u32, Vec<WriteRequest>)>) {
-        let writing = Arc::clone(&self.writing);
-        let (tx_mode, log) = (writing.config.transaction, writing.log.as_deref());
-        if let Some(log) = log {
-            log.hold(self.number);
-        }
-        // Every index page the round needs is asked for at once, so that on cold data the
-        // device reads them side by side while the first transactions run.
-        for (partition, reqs) in &groups {
-            self.writer(*partition).prefetch(reqs);
-        }
-        self.warm(&groups);
-        let prepared: Vec<(u32, Prepared)> = groups
-            .into_iter()
-            .map(|(partition, reqs)| (partition, self.writer(partition).prepare(reqs, tx_mode, log)))
-            .collect();
-        let flushed = match (log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end)| end)).max()) {
-            (Some(log), Some(end)) => log.wait_durable(end),
-            _ => Ok(()),
-        };
-        for (partition, group) in prepared {
-            let writer = self.writer(partition);
-            writer.complete(group, &flushed, &writing);
-            writer.after_commit(&writing);
-        }
-        if let Some(log) = log {
-            log.release(self.number);
-        }
-    }
-
-    /// Has the lookup threads read, side by side, the records that a partition's transaction of
-    /// several writes will read one after another: all but its first key (which this thread
-    /// reads at once itself), unless the record cache holds them (then their pages were read
-    /// lately). On cold data the transaction then finds them in the page cache.
-    fn warm(&self, groups: &[(u32, Vec<WriteRequest>)]) {
-        for (_, reqs) in groups {
-            let keys = reqs.iter().flat_map(|r| r.ops.iter().map(|(op, _)| op.key())).skip(1);
-            for key in keys.filter(|key| self.writing.cache.as_ref().is_none_or(|c| !c.holds(key))) {
-                self.lookups.warm(key);
-            }
-        }
-    }
-
-    fn control(&mut self, job: Job) {
-        match job {
-            Job::Write(_) => unreachable!("writes are grouped, not controlled"),
-            Job::ClearTombstones { partition, max_seq } => {
-                if let Err(err) = sql::clear_tombstones(&self.writer(partition).conn, max_seq) {
-                    tracing::warn!(partition, %err, "could not clear tombstones; the next merge will");
-                }
-            }
-            Job::Rebuild { partition, reply } => {
-                let _ = reply.send(self.writer(partition).rebuild());
-            }
-            Job::Check { partition, reply } => {
-                let writer = self.writer(partition);
-                let _ = reply.send(check::run(&writer.partition, &writer.conn, writer.hasher));
-            }
-            Job::Snapshot { partition, conn, reply } => {
-                let writer = self.writer(partition);
-                let _ = reply.send(snapshot::take(&writer.partition, &writer.conn, *conn));
-            }
-            Job::Compact { partition, reply } => {
-                let writing = Arc::clone(&self.writing);
-                let writer = self.writer(partition);
-                let _ = reply.send(compact::run(&writer.partition, &writer.conn, &writing.config));
-            }
-            Job::Adopt { partition, step, reply } => {
-                let writing = Arc::clone(&self.writing);
-                let writer = self.writer(partition);
-                let adopted = writer.adopt(step, writing.log.as_deref(), writing.cache.as_deref(), &writing.config);
-                // A partition taken in fills its WAL as writes would: checkpointed the same way.
-                writing
-                    .checkpoints
-                    .want(&writer.partition, checkpointer::threshold(&writing.config, writer.partition.id));
-                let _ = reply.send(adopted);
-            }
-            Job::Track { partition, reply } => {
-                self.writer(partition).partition.departure.track();
-                let _ = reply.send(());
-            }
-            Job::Freeze { partition, reply } => {
-                let froze = self.writer(partition).partition.index.as_ref().is_some_and(|i| i.freeze_if(1));
-                let _ = reply.send(froze);
-            }
-        }
-    }
-
-    /// Copies every partition's WAL into its database and empties it, before the close.
-    fn checkpoint_all(mut self) -> Vec<PartitionWriter> {
-        for p in self.owned.clone() {
-            self.writer(p);
-        }
-        for writer in &self.out {
-            writer.partition.readers.close_idle();
-            checkpointer::at_close(&writer.partition, &writer.conn, &self.writing.config);
-        }
-        self.out
     }
 }
