@@ -14,7 +14,7 @@ use shardlite_server::backup_status::{BackupResult, BackupState, BackupStatus};
 
 use crate::{
     progress,
-    remote::{Connection, Remote},
+    remote::{Connection, Target},
 };
 
 /// How often the progress bar asks the server how far the backup is.
@@ -22,16 +22,13 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// Flags of `shardlite backup`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  shardlite backup --data /var/lib/shardlite --to /backups/today\n  \
+#[command(after_help = "With --url: POST /admin/backup, a token with the admin role; the server writes the \
+                        backup on its own machine.\n\nExamples:\n  shardlite backup --data /var/lib/shardlite --to \
+                        /backups/today\n  \
                         shardlite backup --url http://127.0.0.1:8080 --token-file admin.token --to /backups/today")]
 pub struct BackupArgs {
-    /// A running server instead (`POST /admin/backup`: a token with the `admin` role): it
-    /// writes the backup on its own machine.
     #[command(flatten)]
-    pub remote: Remote,
-    /// A data directory no server has open (offline backup).
-    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
-    pub data: Option<PathBuf>,
+    pub target: Target,
     /// The backup directory: new or empty (with --url: an absolute path on the server's machine).
     #[arg(long)]
     pub to: PathBuf,
@@ -45,9 +42,9 @@ pub fn run(args: BackupArgs) -> anyhow::Result<()> {
     if let Some(rate) = args.max_rate {
         anyhow::ensure!(rate > 0.0 && rate.is_finite(), "--max-rate must be a positive number of MiB/s, not {rate}");
     }
-    let result = match (&args.data, &args.remote.url) {
+    let result = match (&args.target.data, &args.target.remote.url) {
         (Some(data), _) => offline(data, &args)?,
-        (None, Some(url)) => online(&args.remote.auth.connect(url)?, &args)?,
+        (None, Some(url)) => online(&args.target.remote.auth.connect(url)?, &args)?,
         (None, None) => anyhow::bail!("give --url or --data"),
     };
     println!("{}", render(&result, &args.to));

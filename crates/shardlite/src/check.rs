@@ -5,7 +5,7 @@
 //! exit status: 0 clean, 1 findings, 2 could not run (no such directory, in use by a
 //! server, a bad manifest, unreadable files).
 
-use std::{path::PathBuf, process::ExitCode};
+use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -13,7 +13,7 @@ use shardlite_engine::{Config, Error, PartitionCheck, Store};
 
 use crate::{
     interrupt,
-    remote::{Auth, Remote},
+    remote::{Auth, Target},
 };
 use reqwest::Method;
 
@@ -33,17 +33,14 @@ enum Verdict {
 
 /// Flags of `shardlite check`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Exit status: 0 clean, 1 findings, 2 could not run, 130 interrupted.\n\nExamples:\n  \
+#[command(after_help = "With --url: GET /admin/check, a token with the admin role; the writes of a partition \
+                        being checked wait meanwhile.\n\nExit status: 0 clean, 1 findings, 2 could not run, 130 \
+                        interrupted.\n\nExamples:\n  \
                         shardlite check --data /var/lib/shardlite\n  \
                         shardlite check --url http://127.0.0.1:8080 --token-file admin.token --json")]
 pub struct CheckArgs {
-    /// The data directory (no server may be running on it).
-    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
-    pub data: Option<PathBuf>,
-    /// A running server instead (`GET /admin/check`: a token with the `admin` role); the writes
-    /// of a partition being checked wait meanwhile.
     #[command(flatten)]
-    pub remote: Remote,
+    pub target: Target,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -69,9 +66,9 @@ struct Report {
 
 /// Runs `shardlite check`; its exit status.
 pub fn run(args: CheckArgs) -> ExitCode {
-    let report = match (&args.data, &args.remote.url) {
+    let report = match (&args.target.data, &args.target.remote.url) {
         (Some(data), _) => examine(data),
-        (None, Some(url)) => ask(&args.remote.auth, url),
+        (None, Some(url)) => ask(&args.target.remote.auth, url),
         (None, None) => refused(Verdict::CouldNotRun, "give --data or --url".into()),
     };
     if args.json {

@@ -3,26 +3,22 @@
 //! database rewritten without the space deleted records left (docs/operations.md,
 //! "Compaction"). Prints one summary line, or the whole report with `--json`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
 use shardlite_engine::{CompactReport, Config, Store};
 
-use crate::remote::Remote;
+use crate::remote::Target;
 
 /// Flags of `shardlite compact`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  shardlite compact --data /var/lib/shardlite\n  \
+#[command(after_help = "With --url: POST /admin/compact, a token with the admin role; the writes of a partition \
+                        being compacted (and of the others of its writer thread) wait meanwhile.\n\nExamples:\n  \
+                        shardlite compact --data /var/lib/shardlite\n  \
                         shardlite compact --url http://127.0.0.1:8080 --token-file admin.token")]
 pub struct CompactArgs {
-    /// A running server instead (`POST /admin/compact`: a token with the `admin` role); the
-    /// writes of a partition being compacted (and of the others of its writer thread) wait
-    /// meanwhile.
     #[command(flatten)]
-    pub remote: Remote,
-    /// A data directory no server has open.
-    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
-    pub data: Option<PathBuf>,
+    pub target: Target,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -30,9 +26,11 @@ pub struct CompactArgs {
 
 /// Runs `shardlite compact`.
 pub fn run(args: CompactArgs) -> anyhow::Result<()> {
-    let report = match (&args.data, &args.remote.url) {
+    let report = match (&args.target.data, &args.target.remote.url) {
         (Some(data), _) => offline(data)?,
-        (None, Some(url)) => args.remote.auth.connect(url)?.json(reqwest::Method::POST, "/admin/compact", None)?,
+        (None, Some(url)) => {
+            args.target.remote.auth.connect(url)?.json(reqwest::Method::POST, "/admin/compact", None)?
+        }
         (None, None) => anyhow::bail!("give --url or --data"),
     };
     if args.json {

@@ -22,21 +22,18 @@ use crate::{
         write::RecordWriter,
         Encoding, Format,
     },
-    remote::{Connection, Remote},
+    remote::{Connection, Target},
 };
 
 /// Flags of `shardlite export`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  shardlite export --data /var/lib/shardlite --out all.bin.zst\n  \
+#[command(after_help = "With --url: GET /export of each partition, from one snapshot each, its writers never \
+                        held up; a token with the read role.\n\nExamples:\n  shardlite export --data \
+                        /var/lib/shardlite --out all.bin.zst\n  \
                         shardlite export --url http://127.0.0.1:8080 --token-file read.token --out all.csv")]
 pub struct ExportArgs {
-    /// The data directory (no server may be running on it).
-    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
-    pub data: Option<PathBuf>,
-    /// A running server instead (`GET /export` of each partition, from one snapshot each, its
-    /// writers never held up: a token with the `read` role).
     #[command(flatten)]
-    pub remote: Remote,
+    pub target: Target,
     /// Where to write (default standard output); `.zst` and `.gz` compress.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -95,7 +92,7 @@ fn export_to(args: ExportArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let format = args.format.or_else(|| args.out.as_deref().and_then(Format::of_name)).unwrap_or(Format::Csv);
     let mut out = RecordWriter::create(args.out.as_deref(), format, args.encoding)?;
-    let partitions = match (&args.data, &args.remote.url) {
+    let partitions = match (&args.target.data, &args.target.remote.url) {
         (Some(data), _) => {
             let store =
                 Store::open(data, Config::inspection()).with_context(|| format!("opening {}", data.display()))?;
@@ -126,7 +123,7 @@ fn export_to(args: ExportArgs) -> anyhow::Result<()> {
             store.close();
             partitions
         }
-        (None, Some(url)) => download(&args.remote.auth.connect(url)?, args.partition, &mut out)?,
+        (None, Some(url)) => download(&args.target.remote.auth.connect(url)?, args.partition, &mut out)?,
         (None, None) => anyhow::bail!("give --data or --url"),
     };
     let records = out.finish()?;

@@ -12,6 +12,17 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use reqwest::{Method, StatusCode};
 
+/// Where a command works: a data directory no server has open (`--data`) or a running server
+/// (`--url`), exactly one of them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// A data directory no server has open.
+    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
+    pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
 /// `--url` and how to talk to the server there.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Remote {

@@ -1,24 +1,19 @@
 //! `shardlite stats --data DIR` (offline) or `--url URL` (a running server's `/stats`, `http://`
 //! or `https://`): records and bytes per partition and in total, and the manifest.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
 use shardlite_engine::{Config, Store, StoreStats};
 
-use crate::remote::{Connection, Remote};
+use crate::remote::{Connection, Target};
 
 /// Flags of `shardlite stats`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  shardlite stats --data /var/lib/shardlite\n  \
+#[command(after_help = "With --url: the server's /stats, a token with the metrics role.\n\nExamples:\n  \
+                        shardlite stats --data /var/lib/shardlite\n  \
                         SHARDLITE_AUTH_TOKEN=... shardlite stats --url http://127.0.0.1:8080 --json")]
 pub struct StatsArgs {
-    /// The data directory (offline: the directory is opened, no server may be running on it).
-    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
-    pub data: Option<PathBuf>,
-    /// A running server instead (its `/stats`: a token with the `metrics` role).
     #[command(flatten)]
-    pub remote: Remote,
+    pub target: Target,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -26,11 +21,11 @@ pub struct StatsArgs {
 
 /// Runs `shardlite stats`.
 pub fn run(args: StatsArgs) -> anyhow::Result<()> {
-    let stats = match (&args.data, &args.remote.url) {
+    let stats = match (&args.target.data, &args.target.remote.url) {
         (Some(data), _) => {
             Store::open(data, Config::inspection()).with_context(|| format!("opening {}", data.display()))?.stats()
         }
-        (None, Some(url)) => fetch(&args.remote.auth.connect(url)?)?,
+        (None, Some(url)) => fetch(&args.target.remote.auth.connect(url)?)?,
         (None, None) => anyhow::bail!("give --data or --url"),
     };
     if args.json {

@@ -25,14 +25,7 @@ pub struct TestServer {
 
 /// A small, fast configuration: 4 partitions, no fsync (durability is the engine's tests').
 pub fn fast() -> (CreateOptions, Config) {
-    let config = Config {
-        synchronous: Synchronous::Off,
-        writer_threads: 2,
-        lookup_threads: 2,
-        readers_per_partition: 1,
-        cache_size_kib: 256,
-        ..Config::default()
-    };
+    let config = Config { synchronous: Synchronous::Off, writer_threads: 2, lookup_threads: 2, ..Config::default() };
     (CreateOptions { partitions: Some(4), ..CreateOptions::default() }, config)
 }
 

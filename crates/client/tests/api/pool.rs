@@ -48,7 +48,7 @@ async fn idle_connections_close_after_the_idle_timeout() {
 #[tokio::test]
 async fn a_connection_the_server_closed_while_idle_is_not_used() {
     // The server closes a keep-alive connection that sends nothing for 200 ms.
-    let options = ServerOptions { header_timeout: Duration::from_millis(200), ..ServerOptions::default() };
+    let options = ServerOptions { header_timeout_ms: Duration::from_millis(200), ..ServerOptions::default() };
     let (create, config) = fast();
     let server = TestServer::with(create, config, options).await;
     let client = server.client();

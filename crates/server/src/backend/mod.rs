@@ -32,6 +32,9 @@ use figures::Figures;
 /// A boxed, sendable future: what the object-safe [`Backend`] methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// The pieces of a byte stream as they arrive (a partition's transfer stream, an export).
+pub type Chunks = tokio::sync::mpsc::Receiver<bytes::Bytes>;
+
 /// What a backend can fail with, one variant per answer the HTTP layer gives (its `ApiError`
 /// maps each to a status and a code). Variants that only say how storage failed carry the
 /// backend's own message.
@@ -138,7 +141,7 @@ pub struct Export {
     /// The storage's partition count.
     pub partitions: u32,
     /// The stream's chunks; it ends after the end marker, or without it if reading failed.
-    pub chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    pub chunks: Chunks,
 }
 
 /// The steps of a partition moving away from this node.
@@ -210,12 +213,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Takes `part` of `partition` in from another node, from the `chunks` of its transfer
     /// stream: the copy in place of whatever it held, or a round of changes on top of it; a
     /// stream that fails or is damaged leaves it empty. Resolves to what the stream said.
-    fn adopt(
-        &self,
-        partition: u32,
-        part: MovePart,
-        chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-    ) -> BoxFuture<'_, BackendResult<Received>> {
+    fn adopt(&self, partition: u32, part: MovePart, chunks: Chunks) -> BoxFuture<'_, BackendResult<Received>> {
         let _ = (partition, part, chunks);
         Box::pin(async move { Err(self.no_moves()) })
     }

@@ -13,8 +13,8 @@ use shardlite_engine::{
 };
 
 use super::{
-    backup_status::BackupStatus, figures::Figures, Backend, BackendError, BackendResult, BoxFuture, Departure, Export,
-    KeyPage,
+    backup_status::BackupStatus, figures::Figures, Backend, BackendError, BackendResult, BoxFuture, Chunks, Departure,
+    Export, KeyPage,
 };
 
 /// What `/readyz` and storage requests answer while the storage opens.
@@ -78,12 +78,7 @@ impl Backend for Starting {
         Box::pin(async move { self.opened()?.send_partition(partition, part).await })
     }
 
-    fn adopt(
-        &self,
-        partition: u32,
-        part: MovePart,
-        chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-    ) -> BoxFuture<'_, BackendResult<Received>> {
+    fn adopt(&self, partition: u32, part: MovePart, chunks: Chunks) -> BoxFuture<'_, BackendResult<Received>> {
         Box::pin(async move { self.opened()?.adopt(partition, part, chunks).await })
     }
 

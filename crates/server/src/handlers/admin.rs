@@ -37,7 +37,7 @@ struct BackupRequest {
 pub async fn backup(state: &State, method: &Method, body: Incoming) -> Result<Response, ApiError> {
     let (status, answer) = if *method == Method::POST {
         let limit = Limit { max: MAX_BODY, code: "body_too_large", what: "the backup request" };
-        let bytes = body::read(body, limit, state.options.body_timeout).await?;
+        let bytes = body::read(body, limit, state.options.body_timeout_ms).await?;
         let (to, options) = parse(&bytes)?;
         (StatusCode::ACCEPTED, state.backend.start_backup(to, options).await?)
     } else {

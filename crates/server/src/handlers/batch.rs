@@ -141,7 +141,7 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
 pub(crate) async fn read(state: &State, req: Request<Incoming>) -> Result<Batch, ApiError> {
     let (head, body) = req.into_parts();
     let limit = Limit { max: state.options.batch_max_bytes, code: "batch_too_large", what: "the batch" };
-    let bytes = body::read(body, limit, state.options.body_timeout).await?;
+    let bytes = body::read(body, limit, state.options.body_timeout_ms).await?;
     let items = decode_batch(&bytes, state.options.batch_max_ops, state.backend.max_value())?;
     Ok(Batch { head, bytes, items })
 }

@@ -64,7 +64,7 @@ async fn put(state: &State, key: Vec<u8>, head: &Parts, body: Incoming) -> Resul
         ));
     }
     let limit = Limit { max: state.backend.max_value(), code: "value_too_large", what: "the value" };
-    let value = body::read(body, limit, state.options.body_timeout).await?;
+    let value = body::read(body, limit, state.options.body_timeout_ms).await?;
     match state.backend.write(Op::Put { key, value, condition }).await? {
         Outcome::Written(w) => {
             let mut resp = response::empty(if w.created { StatusCode::CREATED } else { StatusCode::OK });

@@ -239,14 +239,18 @@ fn encode_postgres(figures: &PostgresFigures, enc: &mut DescriptorEncoder) -> Re
         Gauge("shardlite_records", "Live records: the table's n_live_tup (an estimate)", t.live.unsigned_abs()),
         Gauge("shardlite_db_bytes", "Bytes of the table, its partitions and indexes", t.bytes.unsigned_abs()),
         Gauge("shardlite_pg_database_bytes", "Bytes of the whole database", db.database_bytes.unsigned_abs()),
-        pg("shardlite_pg_xact_commit", "Transactions committed in the database (pg_stat_database)", db.xact_commit),
-        pg("shardlite_pg_xact_rollback", "Transactions rolled back in the database", db.xact_rollback),
-        pg("shardlite_pg_blks_read", "Blocks the database read from the kernel (not in shared buffers)", db.blks_read),
-        pg("shardlite_pg_blks_hit", "Blocks found in shared buffers", db.blks_hit),
-        pg("shardlite_pg_tup_inserted", "Rows inserted in the database", db.tup_inserted),
-        pg("shardlite_pg_tup_updated", "Rows updated in the database", db.tup_updated),
-        pg("shardlite_pg_tup_deleted", "Rows deleted in the database", db.tup_deleted),
     ];
+    // pg_stat_database's counters.
+    let database = [
+        ("shardlite_pg_xact_commit", "Transactions committed in the database (pg_stat_database)", db.xact_commit),
+        ("shardlite_pg_xact_rollback", "Transactions rolled back in the database", db.xact_rollback),
+        ("shardlite_pg_blks_read", "Blocks the database read from the kernel (not in shared buffers)", db.blks_read),
+        ("shardlite_pg_blks_hit", "Blocks found in shared buffers", db.blks_hit),
+        ("shardlite_pg_tup_inserted", "Rows inserted in the database", db.tup_inserted),
+        ("shardlite_pg_tup_updated", "Rows updated in the database", db.tup_updated),
+        ("shardlite_pg_tup_deleted", "Rows deleted in the database", db.tup_deleted),
+    ];
+    metrics.extend(database.map(|(name, help, value)| pg(name, help, value)));
     if let Some(w) = &figures.wal {
         metrics.extend([
             pg("shardlite_pg_wal_records", "WAL records the server wrote (pg_stat_wal)", w.wal_records),

@@ -38,16 +38,14 @@ pub struct ServerOptions {
     #[cfg_attr(feature = "cli", arg(long))]
     pub max_connections: usize,
     /// Time to receive a request's headers (also the keep-alive idle limit), ms.
-    #[serde(rename = "header_timeout_ms", with = "millis")]
-    #[cfg_attr(feature = "cli", arg(id = "header_timeout_ms", long = "header-timeout-ms",
-        value_name = "HEADER_TIMEOUT_MS", value_parser = millis::parse))]
-    pub header_timeout: Duration,
+    #[serde(with = "millis")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "MS", value_parser = millis::parse))]
+    pub header_timeout_ms: Duration,
     /// Time to receive a request's body, ms.
     // Counted once its headers arrived; 408 after it.
-    #[serde(rename = "body_timeout_ms", with = "millis")]
-    #[cfg_attr(feature = "cli", arg(id = "body_timeout_ms", long = "body-timeout-ms",
-        value_name = "BODY_TIMEOUT_MS", value_parser = millis::parse))]
-    pub body_timeout: Duration,
+    #[serde(with = "millis")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "MS", value_parser = millis::parse))]
+    pub body_timeout_ms: Duration,
     /// Most operations in one POST /batch.
     #[cfg_attr(feature = "cli", arg(long))]
     pub batch_max_ops: usize,
@@ -57,24 +55,21 @@ pub struct ServerOptions {
     /// How long shutdown waits for in-flight requests, ms.
     // Then their connections are dropped; queued writes are committed by the store's close
     // either way.
-    #[serde(rename = "shutdown_grace_ms", with = "millis")]
-    #[cfg_attr(feature = "cli", arg(id = "shutdown_grace_ms", long = "shutdown-grace-ms",
-        value_name = "SHUTDOWN_GRACE_MS", value_parser = millis::parse))]
-    pub shutdown_grace: Duration,
+    #[serde(with = "millis")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "MS", value_parser = millis::parse))]
+    pub shutdown_grace_ms: Duration,
     /// Longest a partition move may hold the partition's writes on a cluster node, ms: the
     /// last round of changes and the map's change; past it the move fails, the map unchanged.
-    #[serde(rename = "move_freeze_timeout_ms", with = "millis")]
-    #[cfg_attr(feature = "cli", arg(id = "move_freeze_timeout_ms", long = "move-freeze-timeout-ms",
-        value_name = "MOVE_FREEZE_TIMEOUT_MS", value_parser = millis::parse))]
-    pub move_freeze_timeout: Duration,
+    #[serde(with = "millis")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "MS", value_parser = millis::parse))]
+    pub move_freeze_timeout_ms: Duration,
     /// For tests only: a cluster node waits this long between deciding to serve a read of its
     /// own partition (GET or HEAD of /kv, /keys, /export) and reading it, ms; 0 (the
     /// default): never.
     // Widens the moment a partition move's flip can fall into, so that tests meet it at will.
-    #[serde(rename = "test_read_pause_ms", with = "millis")]
-    #[cfg_attr(feature = "cli", arg(hide = true, id = "test_read_pause_ms", long = "test-read-pause-ms",
-        value_name = "TEST_READ_PAUSE_MS", value_parser = millis::parse))]
-    pub test_read_pause: Duration,
+    #[serde(with = "millis")]
+    #[cfg_attr(feature = "cli", arg(hide = true, long, value_name = "MS", value_parser = millis::parse))]
+    pub test_read_pause_ms: Duration,
     /// Log one line per request.
     // At `info`, target `shardlite_server::request`.
     #[cfg_attr(feature = "cli", arg(long))]
@@ -90,14 +85,14 @@ impl Default for ServerOptions {
             tls_key: None,
             tls_client_ca: None,
             max_connections: 1024,
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
+            header_timeout_ms: Duration::from_secs(10),
+            body_timeout_ms: Duration::from_secs(30),
             batch_max_ops: 1000,
             batch_max_bytes: 16 << 20,
             request_log: false,
-            shutdown_grace: Duration::from_secs(30),
-            move_freeze_timeout: Duration::from_secs(1),
-            test_read_pause: Duration::ZERO,
+            shutdown_grace_ms: Duration::from_secs(30),
+            move_freeze_timeout_ms: Duration::from_secs(1),
+            test_read_pause_ms: Duration::ZERO,
         }
     }
 }

@@ -82,7 +82,7 @@ pub async fn run_reloading(
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let connections = Arc::new(Semaphore::new(options.max_connections));
-    let grace = options.shutdown_grace;
+    let grace = options.shutdown_grace_ms;
     let state = Arc::new(State::new(Arc::clone(&backend), options, cluster).map_err(std::io::Error::other)?);
     let builder = Arc::new(http_builder(&state.options));
     let graceful = GracefulShutdown::new();
@@ -157,7 +157,7 @@ async fn serve_connection(
     };
     let ended = match &state.tls {
         None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
-        Some(tls) => match tokio::time::timeout(state.options.header_timeout, tls.acceptor().accept(stream)).await {
+        Some(tls) => match tokio::time::timeout(state.options.header_timeout_ms, tls.acceptor().accept(stream)).await {
             Ok(Ok(stream)) => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
             Ok(Err(err)) => return tracing::debug!(%err, "TLS handshake failed"),
             Err(_) => return tracing::debug!("TLS handshake timed out"),
@@ -191,7 +191,7 @@ async fn reload_on_request(reload: Reload, state: Arc<State>) {
 /// header read timeout, and pipelined responses flushed together.
 fn http_builder(options: &ServerOptions) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(options.header_timeout).pipeline_flush(true);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(options.header_timeout_ms).pipeline_flush(true);
     builder.http2().timer(TokioTimer::new());
     builder
 }

@@ -661,8 +661,8 @@ mod tests {
         assert_eq!(s.storage, Storage::Data(PathBuf::from("/from/file")));
         assert_eq!(s.server.auth_token.as_deref(), Some("flag"));
         assert_eq!(s.server.max_connections, 50);
-        assert_eq!(s.server.header_timeout, Duration::from_millis(1500));
-        assert_eq!(s.server.body_timeout, ServerOptions::default().body_timeout);
+        assert_eq!(s.server.header_timeout_ms, Duration::from_millis(1500));
+        assert_eq!(s.server.body_timeout_ms, ServerOptions::default().body_timeout_ms);
         assert!(s.server.request_log);
         assert_eq!(s.runtime.worker_threads, Some(3));
     }
@@ -685,7 +685,7 @@ mod tests {
         assert_eq!(s.engine.max_batch, 8, "the environment beats the file");
         assert_eq!(s.engine.transaction, TxMode::Deferred, "a variable is named after the flag (--tx)");
         assert_eq!(s.engine.max_linger_us, 5, "the file beats the default");
-        assert_eq!(s.server.body_timeout, Duration::from_millis(30), "the flag beats the environment");
+        assert_eq!(s.server.body_timeout_ms, Duration::from_millis(30), "the flag beats the environment");
     }
 
     #[test]

@@ -1,7 +1,7 @@
-/* An LD_PRELOAD shim for the power-loss test (tests/power_loss.rs): it records every file-system
+/* An LD_PRELOAD shim for the power-loss test (tests/power_loss/main.rs): it records every file-system
  * operation that `shardlite serve` makes on files under one directory, so that the test can
  * rebuild, for any moment T, the directory as a power cut at T could have left it
- * (tests/powercut/disk.rs holds that model).
+ * (tests/power_loss/disk.rs holds that model).
  *
  * Environment:
  *   SHARDLITE_POWERCUT_DIR  the data directory to watch (an absolute path without symlinks)
@@ -13,7 +13,7 @@
  * recorded after it returned, and only if it succeeded: a failed write wrote nothing, a failed
  * fsync made nothing durable.
  *
- * Record format (native byte order, x86-64 little-endian; parsed by tests/powercut/log.rs):
+ * Record format (native byte order, x86-64 little-endian; parsed by tests/power_loss/log.rs):
  *
  *   offset size field
  *   0      4    len: bytes after this field (52 + n1 + n2)

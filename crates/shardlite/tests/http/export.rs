@@ -22,22 +22,20 @@ async fn put_all(server: &TestServer, records: &[(Vec<u8>, Vec<u8>)], written: &
     }
 }
 
-/// Runs `shardlite export --url` into `out` (csv) and reads the file back.
+/// Runs `shardlite export --url` into `out` (jsonl) and reads the file back.
 fn export(url: &str, out: &Path) -> Records {
     let status = Command::new(env!("CARGO_BIN_EXE_shardlite"))
-        .args(["export", "--url", url, "--format", "csv", "--out"])
+        .args(["export", "--url", url, "--format", "jsonl", "--out"])
         .arg(out)
         .status()
         .unwrap();
     assert!(status.success());
-    let text = std::fs::read_to_string(out).unwrap();
-    let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("key,value,counter"));
-    lines
-        .map(|line| {
-            let f: Vec<&str> = line.split(',').collect();
-            (hex::decode(f[0]).unwrap(), (hex::decode(f[1]).unwrap(), f[2].parse().unwrap()))
-        })
+    let hex_field = |record: &serde_json::Value, name: &str| hex::decode(record[name].as_str().unwrap()).unwrap();
+    std::fs::read_to_string(out)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .map(|r| (hex_field(&r, "key"), (hex_field(&r, "value"), r["counter"].as_u64().unwrap())))
         .collect()
 }
 

@@ -116,7 +116,7 @@ async fn broken_http_gets_a_4xx_never_a_5xx() {
 
 #[tokio::test]
 async fn a_body_that_does_not_arrive_in_time_is_408() {
-    let options = ServerOptions { body_timeout: Duration::from_millis(200), ..ServerOptions::default() };
+    let options = ServerOptions { body_timeout_ms: Duration::from_millis(200), ..ServerOptions::default() };
     let server = TestServer::start_with(config(), options).await;
     let path = format!("/kv/{}", hex::encode(key(5)));
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
@@ -126,13 +126,13 @@ async fn a_body_that_does_not_arrive_in_time_is_408() {
         .unwrap();
     let response = read_to_close(&mut stream).await;
     assert_eq!(status_of(&response), 408, "{response}");
-    assert!(response.contains(r#""error":"body_timeout""#), "{response}");
+    assert!(response.contains(r#""error":"body_timeout_ms""#), "{response}");
     assert_eq!(server.client.get(server.kv(&key(5))).send().await.unwrap().status(), StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_disconnected() {
-    let options = ServerOptions { header_timeout: Duration::from_millis(200), ..ServerOptions::default() };
+    let options = ServerOptions { header_timeout_ms: Duration::from_millis(200), ..ServerOptions::default() };
     let server = TestServer::start_with(config(), options).await;
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
     stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();

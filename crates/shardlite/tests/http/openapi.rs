@@ -2,7 +2,7 @@
 //! no token, and real answers of a real server match it: each status is one the description
 //! lists for the operation, and each JSON body validates against the schema it gives. (That
 //! every route, method and error code is described is tested beside the route, in
-//! `crates/server/src/openapi.rs`; `scripts/schemathesis.sh` generates requests from it.)
+//! `crates/server/src/handlers/openapi.rs`; `scripts/schemathesis.sh` generates requests from it.)
 
 use reqwest::{header, Method, Response, StatusCode};
 use serde_json::{json, Value};

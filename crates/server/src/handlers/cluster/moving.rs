@@ -123,7 +123,7 @@ async fn move_partition(state: &State, req: Request<Incoming>) -> Result<Respons
     };
     let frozen = cluster.moves().freeze(partition).await;
     let paused = Instant::now();
-    let timeout = state.options.move_freeze_timeout;
+    let timeout = state.options.move_freeze_timeout_ms;
     let flipped = flip(state, cluster, writer.as_ref(), &target, &req, timeout).await;
     let write_pause = paused.elapsed();
     drop(frozen);

@@ -137,7 +137,7 @@ pub async fn hold_write(
 
 /// Waits `--test-read-pause-ms` before a read served here (tests only; nothing by default).
 async fn pause_read(state: &State) {
-    let pause = state.options.test_read_pause;
+    let pause = state.options.test_read_pause_ms;
     if !pause.is_zero() {
         tokio::time::sleep(pause).await;
     }
@@ -163,7 +163,8 @@ pub async fn answer(
     let (head, body) = req.into_parts();
     let max = state.options.batch_max_bytes.max(state.backend.max_value());
     let body =
-        body::read(body, Limit { max, code: "value_too_large", what: "the body" }, state.options.body_timeout).await?;
+        body::read(body, Limit { max, code: "value_too_large", what: "the body" }, state.options.body_timeout_ms)
+            .await?;
     state.forwarder.forward(&owner, cluster.node(), &head, body.into()).await
 }
 

@@ -5,10 +5,10 @@
 //! (PUT inserts and updates, DELETE, `POST /batch` across partitions), each noting when it sent
 //! each request and when the answer came, on the same clock. From that one recording, many cut
 //! moments T are replayed: for each, the data directory is rebuilt as a power cut at T could
-//! have left it (`tests/powercut/disk.rs`: only synced data is sure to be there, the rest
+//! have left it (`tests/power_loss/disk.rs`: only synced data is sure to be there, the rest
 //! survives in random torn pieces), `shardlite check` must pass on it, and the store opened on
 //! it must hold, for every key, the state of its last write acknowledged before T, or that of
-//! the write in flight at T (`tests/powercut/history.rs`).
+//! the write in flight at T (`tests/power_loss/history.rs`).
 //!
 //! A recorded run is several server sessions on one directory ([`SESSIONS`]), all under the
 //! shim, appending to one log: the first creates the directory and is SIGKILLed under load; the
@@ -19,7 +19,7 @@
 //! reopens the cleanly closed directory (adopting the spare), takes load and is SIGKILLed. The
 //! clients' histories run on across the sessions. After each session the test compares the
 //! directory as the log says the calls left it with the real one, so that a call the kill cut
-//! off from its record cannot make the model drift (`powercut::log`).
+//! off from its record cannot make the model drift (`log`).
 //!
 //! Cut moments are spread from the first server's start to the last one's kill, and a third of
 //! them are aimed, uniformly, into the windows where little time passes but much happens: each
@@ -55,8 +55,12 @@
 //! `docs/reliability.md`). Skipped, saying so, where no C compiler is found.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../common/mod.rs"]
 mod common;
-mod powercut;
+mod disk;
+mod history;
+mod log;
+mod shim;
 
 use std::{
     collections::BTreeMap,
@@ -66,18 +70,16 @@ use std::{
 };
 
 use common::{Rng, Server};
-use powercut::{
-    disk::{Disk, Survival},
-    history::{self, Failure, Judged, KeyHistory, Write},
-    log::{self, Op, Record},
-    now,
-};
+use disk::{Disk, Survival};
+use history::{Failure, Judged, KeyHistory, Write};
+use log::{Op, Record};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use shardlite_engine::{
     layout::{Layout, MANIFEST},
     Config, Error, KeyHasher, Manifest, Store,
 };
+use shim::now;
 
 const TASKS: usize = 6;
 const KEYS_PER_TASK: usize = 24;
@@ -391,7 +393,7 @@ async fn run(synchronous: &'static str) -> Option<Report> {
         dir.disable_cleanup(true);
         eprintln!("power_loss --synchronous {synchronous}: keeping {}", dir.path().display());
     }
-    let Some(shim) = powercut::build_shim(dir.path()) else {
+    let Some(shim) = shim::build_shim(dir.path()) else {
         eprintln!("skipped: no C compiler (cc) to build the power-cut shim");
         return None;
     };

@@ -1,12 +1,8 @@
-//! Power-loss simulation for `tests/power_loss.rs`: the LD_PRELOAD shim that records what
-//! `shardlite serve` does to its files (`tests/fault/powercut.c`), the reader of its log
-//! ([`log`]), the disk that rebuilds the directory a power cut at any moment could leave
-//! ([`disk`], which documents the model), and what the clients know of each key ([`history`]),
-//! over several server sessions on one directory.
-
-pub mod disk;
-pub mod history;
-pub mod log;
+//! The LD_PRELOAD shim that records what `shardlite serve` does to its files
+//! (`tests/fault/powercut.c`), built for the test, and the clock its records share. The rest of
+//! the simulation: the reader of its log (`log`), the disk that rebuilds the directory a power
+//! cut at any moment could leave (`disk`, which documents the model), and what the clients know
+//! of each key (`history`).
 
 use std::{path::Path, process::Command};
 
@@ -26,7 +22,7 @@ pub fn now() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::log::{self, Op};
+    use crate::log::{self, Op};
 
     /// The shim in a process other than the server (a shell, coreutils): it records calls on
     /// files in the directory, through descriptors it saw opened and ones it did not (the
