@@ -76,7 +76,7 @@ error_codes! {
     /// 405: a data directory of index mode `none` serves only unconditional PUTs.
     Unsupported = "unsupported",
     /// 408: the body did not arrive in time.
-    BodyTimeout = "body_timeout_ms",
+    BodyTimeout = "body_timeout",
     /// 411: a PUT without `Content-Length`.
     LengthRequired = "length_required",
     /// 412: a condition did not hold (also `If-Match` on an absent key).

@@ -3,7 +3,7 @@
 //! PUTs whose body never finishes (a few bytes, then a trickle), and connections dropped
 //! mid-request (in the headers, in the body, right after connecting). Asserted: the server
 //! closes every slow connection by itself (a body that does not arrive answers 408
-//! `body_timeout_ms` first; unfinished headers get a 408 or a bare close), a well-behaved client
+//! `body_timeout` first; unfinished headers get a 408 or a bare close), a well-behaved client
 //! is served throughout, nothing of an unfinished PUT is stored, and afterwards the server's
 //! open connections (`/stats`) and file descriptors (`/proc/<pid>/fd`) are back to the baseline.
 #![allow(clippy::unwrap_used)]
@@ -187,7 +187,7 @@ async fn slow_and_broken_clients_are_cut_off_and_leak_nothing() {
             );
         } else {
             assert!(seen.response.starts_with("HTTP/1.1 408"), "slow body {i}: {seen:?}");
-            assert!(seen.response.contains(r#""error":"body_timeout_ms""#), "slow body {i}: {seen:?}");
+            assert!(seen.response.contains(r#""error":"body_timeout""#), "slow body {i}: {seen:?}");
         }
     }
     for task in dropped {

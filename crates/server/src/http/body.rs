@@ -35,7 +35,7 @@ pub async fn read(body: Incoming, limit: Limit, timeout: Duration) -> Result<Vec
     tokio::time::timeout(timeout, collect(body, capacity, limit)).await.unwrap_or_else(|_| {
         Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
-            "body_timeout_ms",
+            "body_timeout",
             format!("{} did not arrive within {} ms", limit.what, timeout.as_millis()),
         ))
     })

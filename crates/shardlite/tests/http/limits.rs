@@ -126,7 +126,7 @@ async fn a_body_that_does_not_arrive_in_time_is_408() {
         .unwrap();
     let response = read_to_close(&mut stream).await;
     assert_eq!(status_of(&response), 408, "{response}");
-    assert!(response.contains(r#""error":"body_timeout_ms""#), "{response}");
+    assert!(response.contains(r#""error":"body_timeout""#), "{response}");
     assert_eq!(server.client.get(server.kv(&key(5))).send().await.unwrap().status(), StatusCode::NOT_FOUND);
 }
 
