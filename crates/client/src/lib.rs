@@ -30,55 +30,16 @@
 //! # }
 //! ```
 //!
-//! A counter that concurrent clients increment without losing an update:
+//! More (compare-and-set, batches, a cluster's nodes): docs/clients.md.
 //!
-//! ```no_run
-//! # async fn example(client: shardlite_client::Client) -> Result<(), shardlite_client::Error> {
-//! client
-//!     .compare_and_set(b"visits", |current| {
-//!         let n: u64 = current.map_or(0, |v| std::str::from_utf8(v).unwrap().parse().unwrap());
-//!         (n + 1).to_string()
-//!     })
-//!     .await?;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! Many operations in one request:
-//!
-//! ```no_run
-//! use shardlite_client::{Condition, Op};
-//!
-//! # async fn example(client: shardlite_client::Client) -> Result<(), shardlite_client::Error> {
-//! let results = client
-//!     .batch(&[Op::put(&b"a"[..], &b"1"[..]), Op::put(&b"b"[..], &b"2"[..]).when(Condition::Absent), Op::get(&b"a"[..])])
-//!     .await?;
-//! for result in results {
-//!     match result {
-//!         Ok(outcome) => println!("{} {:?}", outcome.status, outcome.etag),
-//!         Err(refused) => println!("{refused}"),
-//!     }
-//! }
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! Modules: `client` (the operations), `cas` (compare-and-set), `batch` (`POST /batch`),
-//! `keys` (`GET /keys`), `etag` (tags, records, conditions), `error`, `retry` (what is retried
-//! and how long to wait), `transport` (one attempt), `pool` (the keep-alive connections, on
-//! hyper's `client::conn::http1`), `builder` (settings), `cluster` (a cluster's map: each
-//! request to its partition's owner) and `partition` (the key hash that names the partition).
-//!
-//! A cluster (docs/cluster.md): any node's URL and [`ClientBuilder::cluster`]; the same calls
-//! then go straight to each key's owner.
-//!
-//! ```no_run
-//! # async fn example() -> Result<(), shardlite_client::Error> {
-//! let client = shardlite_client::Client::builder("http://10.0.0.11:8080").cluster().build()?;
-//! client.put(b"user:1", "Ada").await?; // sent to the node owning the key's partition
-//! # Ok(())
-//! # }
-//! ```
+//! # Layout
+//! - `builder`: the settings (URL, token, timeouts, TLS roots, retries, cluster mode).
+//! - `client`: the operations; `cas`: compare-and-set; `batch`: `POST /batch`; `keys`: `GET /keys`.
+//! - `etag`: tags, records, conditions; `error`: errors by the server's codes.
+//! - `retry`: what is retried and how long to wait; `transport`: one attempt; `pool`: the
+//!   keep-alive connections (hyper's `client::conn::http1`).
+//! - `cluster`: a cluster's map, each request to its partition's owner; `partition`: the key
+//!   hash that names the partition.
 
 mod batch;
 mod builder;
