@@ -1,6 +1,6 @@
 #!/bin/bash
-# Copying one partition: dd vs SQLite's online backup API vs VACUUM INTO (docs/operations.md,
-# "Numbers"). Needs python3 (sqlite3 module), bc, a release build, a partition at $SRC/p0000.db:
+# Copying one partition: dd vs SQLite's online backup API vs VACUUM INTO (docs/benchmarks.md,
+# "Backup and restore"). Needs python3 (sqlite3 module), bc, a release build, a partition at $SRC/p0000.db:
 #   shardlite load --data /tmp/bk-one --records 20000000 --partitions 1
 # usage: SRC=/tmp/bk-one scripts/backup-copy-methods.sh   (writes and removes /tmp/bk-*.db)
 set -e

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Durable PUT rate alone and while `shardlite backup --url` runs back to back (docs/operations.md,
-# "Numbers"): two rounds of scripts/put-rate-under.sh (wrk -t2 -c64 -d10s, new keys, 32-byte
+# Durable PUT rate alone and while `shardlite backup --url` runs back to back (docs/benchmarks.md,
+# "Backup and restore"): two rounds of scripts/put-rate-under.sh (wrk -t2 -c64 -d10s, new keys, 32-byte
 # values, against `serve --synchronous full` on $SRC; with each, the commit log's mean flush time,
 # the server's CPU and the load average). RATE="--max-rate 100" paces the backups. Needs wrk, bc,
 # a release build, $SRC:

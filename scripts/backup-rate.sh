@@ -1,6 +1,6 @@
 #!/bin/bash
-# A backup's rate against dd's, and the restore's time, in one sitting (docs/operations.md,
-# "Numbers"): three rounds of dd of the partition's files, `shardlite backup --data`, `shardlite
+# A backup's rate against dd's, and the restore's time, in one run (docs/benchmarks.md,
+# "Backup and restore"): three rounds of dd of the partition's files, `shardlite backup --data`, `shardlite
 # restore`, the page cache evicted before each. Needs bc, a release build, a directory $SRC:
 #   shardlite load --data /tmp/bk-one --records 20000000 --partitions 1
 # usage: SRC=/tmp/bk-one scripts/backup-rate.sh   (writes and removes /tmp/bk-out, /tmp/bk-restored)

@@ -5,7 +5,7 @@
 # and crates/client/examples/get_rate.rs (the same GETs through shardlite_client::Client),
 # both with CONNS connections on 2 threads for DURATION s after WARMUP s, and prints each
 # round's rates and their ratio. EXAMPLES names builds of the example to run in turn in each
-# round (copies of an earlier build beside the new one, to compare them in one sitting).
+# round (copies of an earlier build beside the new one, to compare them in one run).
 #
 # usage: scripts/client-overhead.sh   env: RECORDS (200000), PARTITIONS (16), ROUNDS (3),
 #   CONNS (100), DURATION (10), WARMUP (2), TARGET (target dir, default ./target),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Disk load like a backup's, to measure what each part of it costs durable writes
-(docs/operations.md, "Numbers"): 4 MiB chunks read, or written with a choice of write-out.
+(docs/benchmarks.md, "Backup and restore"): 4 MiB chunks read, or written with a choice of write-out.
 
 usage: scripts/disk-load.py read FILE... [--idle]
        scripts/disk-load.py write FILE MIB [--sync MIB] [--sfr MIB] [--direct] [--idle] [--rate MIB_PER_S]

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Durable PUT rate and the commit log's mean flush time, alone and while a command runs back to
-# back (docs/operations.md, "Numbers": what a backup's reads and writes cost durable PUTs).
+# back (docs/benchmarks.md, "Backup and restore": what a backup's reads and writes cost durable PUTs).
 # For each LABEL COMMAND pair: wrk -t2 -c64 -d10s of new keys (32-byte values) alone, then while
 # COMMAND repeats (the last line of its output shown); each line with the server's CPU (% of a
 # core) and the load average. One `serve --synchronous full` on $SRC for all pairs, at
