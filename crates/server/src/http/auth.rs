@@ -1,7 +1,10 @@
 //! Bearer tokens and their roles. A token is given as `--auth-token` / `SHARDLITE_AUTH_TOKEN`
 //! (one token holding every role) or in the file `--auth-token-file` names, one `ROLE TOKEN` a
 //! line, re-read on [`Auth::reload`] (SIGHUP in `shardlite serve`). Each route names the role it
-//! needs (`Route::role`); `/healthz` and `/readyz` need none.
+//! needs (`Route::role`); `/healthz` and `/readyz` need none. The `node` role is what the nodes
+//! of a cluster present to each other on the routes only a node may call (a move's transfer, a
+//! takeover): every node's token file holds the same `node` line, and the node sends that token
+//! ([`Auth::node_token`]); no client token opens those routes.
 //!
 //! A request without a valid token is refused with 401 before routing, so that nothing about
 //! the server is revealed; a valid token lacking the route's role gets 403. Tokens are compared
@@ -31,11 +34,13 @@ pub enum Role {
     Admin,
     /// `/metrics` and `/stats`.
     Metrics,
+    /// What only another node of the cluster may call: a move's transfer, a takeover.
+    Node,
 }
 
 impl Role {
     /// Every role, in the order of the file format's documentation.
-    pub const ALL: [Role; 4] = [Role::Read, Role::Write, Role::Admin, Role::Metrics];
+    pub const ALL: [Role; 5] = [Role::Read, Role::Write, Role::Admin, Role::Metrics, Role::Node];
 
     /// The role's name in the token file and in messages.
     pub fn as_str(self) -> &'static str {
@@ -44,6 +49,7 @@ impl Role {
             Role::Write => "write",
             Role::Admin => "admin",
             Role::Metrics => "metrics",
+            Role::Node => "node",
         }
     }
 
@@ -103,8 +109,8 @@ impl Tokens {
         Self { entries: vec![(token.as_bytes().to_vec(), Roles::all())] }
     }
 
-    /// Parses a token file: one `ROLE TOKEN` a line, where ROLE is `read`, `write`, `admin` or
-    /// `metrics`, or several of them joined by commas; a token on several lines holds each
+    /// Parses a token file: one `ROLE TOKEN` a line, where ROLE is `read`, `write`, `admin`,
+    /// `metrics` or `node`, or several of them joined by commas; a token on several lines holds each
     /// line's roles. Blank lines and lines starting with `#` are skipped. The error names the
     /// line, never the token.
     pub fn parse(text: &str) -> Result<Self, String> {
@@ -119,7 +125,7 @@ impl Tokens {
             let mut roles = Roles::default();
             for name in names.split(',') {
                 let role = Role::parse(name).ok_or_else(|| {
-                    format!("line {number}: unknown role `{name}` (the roles: read, write, admin, metrics)")
+                    format!("line {number}: unknown role `{name}` (the roles: read, write, admin, metrics, node)")
                 })?;
                 roles = Roles(roles.0 | role.grants().0);
             }
@@ -135,6 +141,12 @@ impl Tokens {
     pub fn read(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The first token holding the `node` role: what this node presents to the others.
+    fn node(&self) -> Option<String> {
+        let (token, _) = self.entries.iter().find(|(_, roles)| roles.holds(Role::Node))?;
+        String::from_utf8(token.clone()).ok()
     }
 
     fn add(&mut self, token: &[u8], roles: Roles) {
@@ -156,6 +168,11 @@ impl Tokens {
         }
         bool::from(matched).then_some(found)
     }
+}
+
+/// The token a node with the tokens of `source` presents to the other nodes, read now.
+pub fn node_token(source: &TokenSource) -> Result<Option<String>, String> {
+    Ok(Auth::new(source.clone())?.node_token())
 }
 
 /// Where the tokens come from.
@@ -204,6 +221,12 @@ impl Auth {
         let tokens = Tokens::read(path)?;
         *self.tokens.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tokens);
         Ok(())
+    }
+
+    /// The token this node presents to the other nodes of its cluster (the token file's `node`
+    /// token, or the one token holding every role), if tokens are required.
+    pub fn node_token(&self) -> Option<String> {
+        self.tokens.read().unwrap_or_else(|p| p.into_inner()).node()
     }
 
     /// The roles of the request's bearer token (every role when no token is required), or 401
@@ -270,6 +293,20 @@ mod tests {
         assert!(roles("a1").holds(Role::Admin) && roles("a1").holds(Role::Metrics) && !roles("a1").holds(Role::Read));
         assert_eq!(tokens.roles_of(b"nope"), None);
         assert_eq!(format!("{tokens:?}"), "Tokens { count: 4 }");
+    }
+
+    /// A node presents the file's `node` token to the others (the one token, when there is a
+    /// single one holding every role); a file without one gives none, and no token is asked
+    /// without auth.
+    #[test]
+    fn a_node_presents_the_node_token() {
+        let file = Tokens::parse("admin a1\nnode n1\nnode n2\n").unwrap();
+        assert_eq!(file.node().as_deref(), Some("n1"));
+        assert!(!file.roles_of(b"a1").unwrap().holds(Role::Node), "admin is no node");
+        assert_eq!(Tokens::parse("admin a1\n").unwrap().node(), None);
+        let single = Auth::new(TokenSource::Single("s3cret".into())).unwrap();
+        assert_eq!(single.node_token().as_deref(), Some("s3cret"));
+        assert_eq!(Auth::new(TokenSource::None).unwrap().node_token(), None);
     }
 
     #[test]

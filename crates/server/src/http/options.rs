@@ -19,7 +19,7 @@ pub struct ServerOptions {
     #[serde(skip_serializing)] // a secret: /stats says only whether auth is on
     #[cfg_attr(feature = "cli", arg(long, value_name = "TOKEN"))]
     pub auth_token: Option<String>,
-    /// File of bearer tokens, one `ROLE TOKEN` a line (roles: read, write, admin, metrics);
+    /// File of bearer tokens, one `ROLE TOKEN` a line (roles: read, write, admin, metrics, node);
     /// re-read on SIGHUP.
     #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub auth_token_file: Option<PathBuf>,

@@ -133,13 +133,9 @@ impl Route {
             // Every record of a partition: what reads of each key would give. The map: where
             // each key is read.
             Route::Keys | Route::Export | Route::Cluster => Some(Role::Read),
-            Route::AdminCheck
-            | Route::AdminBackup
-            | Route::AdminCompact
-            | Route::AdminMove
-            | Route::AdminMoveRecords
-            | Route::AdminAdopt
-            | Route::AdminTakeover => Some(Role::Admin),
+            Route::AdminCheck | Route::AdminBackup | Route::AdminCompact | Route::AdminMove => Some(Role::Admin),
+            // A node's part of a move or a failover: only another node of the cluster asks.
+            Route::AdminMoveRecords | Route::AdminAdopt | Route::AdminTakeover => Some(Role::Node),
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::OpenApi | Route::Unknown => None,
         }

@@ -58,7 +58,8 @@ struct Asking {
     /// One JSON document instead of text.
     #[arg(long)]
     json: bool,
-    /// The token for the nodes: role `metrics` for `status`, `admin` for `move` and `failover`.
+    /// The token for the nodes: role `metrics` for `status`, `admin` for `move`, the cluster's
+    /// `node` token for `failover` (a takeover is a node's route).
     #[command(flatten)]
     auth: Auth,
 }

@@ -61,8 +61,9 @@ pub struct NodeSettings {
     pub litestream_replica: Option<String>,
     /// The `litestream` binary this node restores other nodes' partitions with.
     pub litestream_bin: PathBuf,
-    /// The token this node sends other nodes in a failover it runs.
-    pub failover_token: Option<String>,
+    /// The token this node presents to the other nodes (its token file's `node` token, read at
+    /// start), for the failovers it runs.
+    pub node_token: Option<String>,
     /// Where restored partitions wait while they are taken in (in the data directory).
     pub scratch: PathBuf,
 }
@@ -125,7 +126,7 @@ impl Joined {
             tokio::spawn(follow(etcd.clone(), Arc::clone(&cluster))),
         ];
         if settings.auto_failover {
-            let watch = auto_failover::watch(etcd.clone(), cluster, Arc::clone(&lease), settings.failover_token);
+            let watch = auto_failover::watch(etcd.clone(), cluster, Arc::clone(&lease), settings.node_token);
             tasks.push(tokio::spawn(watch));
         }
         Ok(Membership { etcd, node, lease, tasks })

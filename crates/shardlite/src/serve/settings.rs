@@ -142,12 +142,6 @@ pub struct ClusterOptions {
     /// up on PATH).
     #[arg(long, value_name = "PATH")]
     pub litestream_bin: PathBuf,
-    /// Bearer token (role "admin") this node sends the other nodes in a failover it runs
-    /// (--auto-failover), when they need tokens (better in this variable or the config file,
-    /// as a flag shows the token to every user of the machine).
-    #[serde(skip_serializing)] // a secret
-    #[arg(long, value_name = "TOKEN")]
-    pub failover_token: Option<String>,
 }
 
 impl Default for ClusterOptions {
@@ -160,7 +154,6 @@ impl Default for ClusterOptions {
             auto_failover: false,
             litestream_replica: None,
             litestream_bin: "litestream".into(),
-            failover_token: None,
         }
     }
 }
@@ -324,7 +317,7 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         serve.listen
     );
     let storage = storage(stored, &create)?;
-    let cluster = node_settings(cluster, etcd, &storage)?;
+    let cluster = node_settings(cluster, etcd, &storage, &server.token_source())?;
     let token_on_command_line = args.0.value_source("auth_token") == Some(ValueSource::CommandLine);
     Ok(Settings { storage, serve, create, engine, server, runtime, log, cluster, token_on_command_line })
 }
@@ -335,13 +328,14 @@ fn node_settings(
     cluster: ClusterOptions,
     etcd: EtcdOptions,
     storage: &Storage,
+    tokens: &TokenSource,
 ) -> anyhow::Result<Option<NodeSettings>> {
     if !cluster.cluster {
         let defaults = ClusterOptions::default();
         anyhow::ensure!(
             cluster == defaults && etcd.etcd.is_none(),
-            "node_id, redirect, lease_ttl, auto_failover, litestream_replica, litestream_bin, failover_token and \
-             etcd are settings of a cluster node: add --cluster"
+            "node_id, redirect, lease_ttl, auto_failover, litestream_replica, litestream_bin and etcd are \
+             settings of a cluster node: add --cluster"
         );
         return Ok(None);
     }
@@ -364,7 +358,7 @@ fn node_settings(
         auto_failover: cluster.auto_failover,
         litestream_replica,
         litestream_bin: cluster.litestream_bin,
-        failover_token: cluster.failover_token,
+        node_token: shardlite_server::auth::node_token(tokens).map_err(anyhow::Error::msg)?,
         scratch: data.join(".takeover"),
     }))
 }

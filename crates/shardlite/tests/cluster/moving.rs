@@ -351,3 +351,50 @@ async fn a_freeze_past_its_timeout_fails_the_move_and_lets_the_writes_go() {
         client().get(nodes.server("n1").at("/admin/move/records?partition=0&part=changes")).send().await.unwrap();
     assert_eq!(changes.status(), 409, "{}", changes.text().await.unwrap());
 }
+
+/// Nodes that require tokens: a move asked with the admin token goes through, each node
+/// presenting its own `node` token to the other; the node routes (the move's transfer, the
+/// takeover) refuse every client token, the admin's included.
+#[tokio::test]
+async fn nodes_speak_to_each_other_with_the_node_token_and_clients_cannot_pose_as_one() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "admin admin-7c1f\nwrite write-2b9d\nnode node-4e0a\n").unwrap();
+    let flags = ["--auth-token-file", tokens.to_str().unwrap()];
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let mut nodes = Nodes::init(&etcd, &["n1", "n2", "n3"], &[]);
+    for id in ["n1", "n2", "n3"] {
+        nodes.start(&etcd, id, dir.path(), &flags).await;
+    }
+    let http = client();
+    let keys = keys_of_moved(&nodes, 10);
+    for key in &keys {
+        let put = http.put(nodes.server("n2").kv(key)).bearer_auth("write-2b9d").body("v");
+        assert_eq!(put.send().await.unwrap().status(), 201, "written through n2, forwarded to n1");
+    }
+    let node_routes = [
+        (reqwest::Method::POST, "/admin/adopt?partition=0&from=n1"),
+        (reqwest::Method::GET, "/admin/move/records?partition=0"),
+        (reqwest::Method::POST, "/admin/takeover?partition=0&from=n1"),
+    ];
+    for (method, path) in &node_routes {
+        for token in ["admin-7c1f", "write-2b9d"] {
+            let asked = http.request(method.clone(), nodes.server("n3").at(path)).bearer_auth(token).send().await;
+            assert_eq!(asked.unwrap().status(), 403, "{token} on {method} {path}");
+        }
+    }
+    let endpoints = etcd.endpoints.clone();
+    let moved = tokio::task::spawn_blocking(move || {
+        let args = ["cluster", "move", "0", "n3", "--etcd", &endpoints, "--json"];
+        Command::new(EXE).args(args).env("SHARDLITE_AUTH_TOKEN", "admin-7c1f").output().unwrap()
+    });
+    let moved = moved.await.unwrap();
+    assert!(moved.status.success(), "cluster move: {}", String::from_utf8_lossy(&moved.stderr));
+    let summary: Value = serde_json::from_slice(&moved.stdout).unwrap();
+    assert_eq!((summary["map_version"].as_u64(), summary["records"].as_u64()), (Some(2), Some(10)), "{summary}");
+    for key in &keys {
+        let got = http.get(nodes.server("n3").kv(key)).bearer_auth("write-2b9d").send().await.unwrap();
+        assert_eq!(got.status(), 200, "on the new owner");
+    }
+}

@@ -64,7 +64,8 @@ async fn every_route_but_healthz_needs_the_token() {
 }
 
 /// One token per role, as a token file gives them.
-const TOKEN_FILE: &str = "# one token per role\nread r-token\nwrite w-token\nadmin a-token\nmetrics m-token\n";
+const TOKEN_FILE: &str =
+    "# one token per role\nread r-token\nwrite w-token\nadmin a-token\nmetrics m-token\nnode n-token\n";
 
 #[tokio::test]
 async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() {
@@ -92,12 +93,13 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
         // 404 here, as the moves below (no cluster): the role is checked first.
         (Method::GET, server.at("/cluster"), "", &["read", "write"]),
         (Method::POST, server.at("/admin/move?partition=0&to=n2"), "", &["admin"]),
-        (Method::GET, server.at("/admin/move/records?partition=0"), "", &["admin"]),
-        (Method::POST, server.at("/admin/adopt?partition=0&from=n1"), "", &["admin"]),
-        (Method::POST, server.at("/admin/takeover?partition=0&from=n1"), "", &["admin"]),
+        // Only another node of the cluster: no client token, admin's included.
+        (Method::GET, server.at("/admin/move/records?partition=0"), "", &["node"]),
+        (Method::POST, server.at("/admin/adopt?partition=0&from=n1"), "", &["node"]),
+        (Method::POST, server.at("/admin/takeover?partition=0&from=n1"), "", &["node"]),
     ];
     for (method, url, body, allowed) in &requests {
-        for role in ["read", "write", "admin", "metrics"] {
+        for role in ["read", "write", "admin", "metrics", "node"] {
             let resp = server
                 .client
                 .request(method.clone(), url)
@@ -122,7 +124,7 @@ async fn each_route_serves_the_roles_it_needs_and_refuses_the_others_with_403() 
         let anonymous = server.client.request(method.clone(), url).body(*body).send().await.unwrap();
         assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED, "{method} {url}");
     }
-    for role in ["r", "w", "a", "m"] {
+    for role in ["r", "w", "a", "m", "n"] {
         for public in ["/healthz", "/openapi.yaml"] {
             let resp = server.client.get(server.at(public)).bearer_auth(format!("{role}-token")).send();
             assert_eq!(resp.await.unwrap().status(), StatusCode::OK, "{role} {public}");

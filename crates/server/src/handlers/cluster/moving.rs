@@ -1,5 +1,7 @@
-//! Moving a partition to another node (docs/cluster.md, "Moving a partition"): three admin
-//! routes, all answered by the nodes involved themselves (never forwarded).
+//! Moving a partition to another node (docs/cluster.md, "Moving a partition"): `/admin/move`
+//! (role `admin`), and the node-to-node routes it drives, `/admin/adopt` and
+//! `/admin/move/records` (role `node`: the nodes send their own token, never the client's), all
+//! answered by the nodes involved themselves (never forwarded).
 //!
 //! ```text
 //!  POST /admin/move?partition=P&to=NODE    on P's owner (the source), writes to P going on:
@@ -23,7 +25,12 @@ use std::{
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::{body::Incoming, header::AUTHORIZATION, http::request::Parts, Method, Request, StatusCode};
+use hyper::{
+    body::Incoming,
+    header::{HeaderValue, AUTHORIZATION},
+    http::request::Parts,
+    Method, Request, StatusCode,
+};
 use serde::{Deserialize, Serialize};
 use shardlite_engine::MovePart;
 
@@ -116,7 +123,7 @@ async fn move_partition(state: &State, req: Request<Incoming>) -> Result<Respons
     let target = Owner { partition, node: to.clone(), address: address.clone(), map_version: view.map.version };
     let started = Instant::now();
     state.backend.depart(partition, Departure::Starting).await.map_err(|err| conflict(err.to_string()))?;
-    let copied = ask_adopt(state, cluster, &target, "", &req).await;
+    let copied = ask_adopt(state, cluster, &target, "").await;
     let copied = match copied {
         Ok(copied) => copied,
         Err(err) => return Err(kept(state, partition, err).await),
@@ -124,7 +131,7 @@ async fn move_partition(state: &State, req: Request<Incoming>) -> Result<Respons
     let frozen = cluster.moves().freeze(partition).await;
     let paused = Instant::now();
     let timeout = state.options.move_freeze_timeout_ms;
-    let flipped = flip(state, cluster, writer.as_ref(), &target, &req, timeout).await;
+    let flipped = flip(state, cluster, writer.as_ref(), &target, timeout).await;
     let write_pause = paused.elapsed();
     drop(frozen);
     let (last, map_version) = match flipped {
@@ -162,7 +169,6 @@ async fn flip(
     cluster: &Cluster,
     writer: &dyn MapWriter,
     target: &Owner,
-    req: &Request<Incoming>,
     timeout: Duration,
 ) -> Result<(Adopted, u64), ApiError> {
     let (partition, to) = (target.partition, &target.node);
@@ -178,7 +184,7 @@ async fn flip(
             ),
         )
     };
-    let last = tokio::time::timeout(timeout, ask_adopt(state, cluster, target, "&part=last", req))
+    let last = tokio::time::timeout(timeout, ask_adopt(state, cluster, target, "&part=last"))
         .await
         .map_err(|_| too_long())??;
     if Instant::now() >= deadline {
@@ -208,16 +214,10 @@ async fn kept(state: &State, partition: u32, err: ApiError) -> ApiError {
 }
 
 /// Asks the target to take the partition in (`POST /admin/adopt`, with `extra` query).
-async fn ask_adopt(
-    state: &State,
-    cluster: &Cluster,
-    target: &Owner,
-    extra: &str,
-    req: &Request<Incoming>,
-) -> Result<Adopted, ApiError> {
+async fn ask_adopt(state: &State, cluster: &Cluster, target: &Owner, extra: &str) -> Result<Adopted, ApiError> {
     let to = &target.node;
     let path = format!("/admin/adopt?partition={}&from={}{extra}", target.partition, cluster.node());
-    let (status, body) = call(state, cluster, target, Method::POST, &path, req).await?;
+    let (status, body) = call(state, cluster, target, Method::POST, &path).await?;
     let answer = body.collect().await.map_err(|e| failed(to, &e.to_string()))?.to_bytes();
     if status != StatusCode::OK {
         return Err(failed(to, &format!("{status} {}", String::from_utf8_lossy(&answer))));
@@ -250,15 +250,15 @@ pub async fn adopt(state: &State, req: Request<Incoming>) -> Result<Response, Ap
     let source = Owner { partition, node: from.clone(), address: address.clone(), map_version: view.map.version };
     let mut adopted = Adopted::default();
     if !last {
-        pull(state, cluster, &source, MovePart::Copy, &req, &mut adopted).await?;
+        pull(state, cluster, &source, MovePart::Copy, &mut adopted).await?;
         while adopted.rounds < MAX_ROUNDS {
-            pull(state, cluster, &source, MovePart::Changes, &req, &mut adopted).await?;
+            pull(state, cluster, &source, MovePart::Changes, &mut adopted).await?;
             if adopted.changes <= CAUGHT_UP {
                 break;
             }
         }
     } else {
-        pull(state, cluster, &source, MovePart::Changes, &req, &mut adopted).await?;
+        pull(state, cluster, &source, MovePart::Changes, &mut adopted).await?;
     }
     json(&adopted)
 }
@@ -269,7 +269,6 @@ async fn pull(
     cluster: &Cluster,
     source: &Owner,
     part: MovePart,
-    req: &Request<Incoming>,
     adopted: &mut Adopted,
 ) -> Result<(), ApiError> {
     let (partition, from) = (source.partition, &source.node);
@@ -277,7 +276,7 @@ async fn pull(
         MovePart::Copy => format!("/admin/move/records?partition={partition}"),
         MovePart::Changes => format!("/admin/move/records?partition={partition}&part=changes"),
     };
-    let (status, mut body) = call(state, cluster, source, Method::GET, &path, req).await?;
+    let (status, mut body) = call(state, cluster, source, Method::GET, &path).await?;
     if status != StatusCode::OK {
         let answer = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
         return Err(failed(from, &format!("{status} {}", String::from_utf8_lossy(&answer))));
@@ -319,20 +318,21 @@ pub async fn records(state: &State, query: Option<&str>) -> Result<Response, Api
     Ok(response::streamed(OCTET_STREAM, None, stream.chunks))
 }
 
-/// Asks node `to` for `path` on behalf of the request `req` (whose token it carries).
+/// Asks node `to` for `path` as a node of the cluster: with this node's own token (the `node`
+/// role the move's routes need), never the token of the client that asked for the move.
 async fn call(
     state: &State,
     cluster: &Cluster,
     to: &Owner,
     method: Method,
     path: &str,
-    req: &Request<Incoming>,
 ) -> Result<(StatusCode, Incoming), ApiError> {
     let mut head = Request::new(());
     *head.method_mut() = method;
     *head.uri_mut() = path.parse().map_err(|e: hyper::http::uri::InvalidUri| internal(e.to_string()))?;
-    if let Some(token) = req.headers().get(AUTHORIZATION) {
-        head.headers_mut().insert(AUTHORIZATION, token.clone());
+    if let Some(token) = state.auth.node_token() {
+        let bearer = HeaderValue::try_from(format!("Bearer {token}")).map_err(|e| internal(e.to_string()))?;
+        head.headers_mut().insert(AUTHORIZATION, bearer);
     }
     let (head, ()): (Parts, ()) = head.into_parts();
     let answer = state.forwarder.send(to, cluster.node(), &head, Bytes::new()).await?;
