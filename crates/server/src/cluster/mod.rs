@@ -35,6 +35,8 @@ pub struct Cluster {
     /// The view in force. A lock held only to clone or swap the `Arc`: requests read one
     /// consistent view, and a new map never waits for requests.
     view: RwLock<Arc<View>>,
+    /// The version of the map in force, for requests waiting for a newer one.
+    version: tokio::sync::watch::Sender<u64>,
     /// The partitions' gates and departure counts, for moves.
     moves: Moves,
     /// How this node changes the map in etcd (set once the node has joined).
@@ -53,9 +55,11 @@ impl Cluster {
             return Err(format!("node `{node}` is not in the cluster (its nodes: {})", node_list(&view)));
         }
         let moves = Moves::new(view.map.partitions);
+        let version = tokio::sync::watch::Sender::new(view.map.version);
         Ok(Arc::new(Self {
             node,
             redirect,
+            version,
             view: RwLock::new(Arc::new(view)),
             moves,
             map_writer: OnceLock::new(),
@@ -100,8 +104,16 @@ impl Cluster {
         if new.version < old.version || **current == view {
             return Ok(false);
         }
+        let version = new.version;
         *current = Arc::new(view);
+        self.version.send_replace(version);
         Ok(true)
+    }
+
+    /// Waits, at most `within`, until the map in force is at `version` or newer.
+    pub async fn await_version(&self, version: u64, within: std::time::Duration) {
+        let mut versions = self.version.subscribe();
+        let _ = tokio::time::timeout(within, versions.wait_for(|v| *v >= version)).await;
     }
 
     /// Sets how this node changes the map (once; later calls are ignored).
@@ -140,4 +152,39 @@ impl Cluster {
 /// The node ids of a view, for messages.
 fn node_list(view: &View) -> String {
     view.addresses.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn view(version: u64) -> View {
+        let nodes = ["a".to_owned(), "b".to_owned()];
+        let mut map = ClusterMap::spread(4, 7, &nodes).expect("a valid map");
+        map.version = version;
+        let addresses = nodes.iter().map(|n| (n.clone(), format!("http://{n}:8080"))).collect();
+        View { map, addresses, alive: Default::default() }
+    }
+
+    /// A request forwarded by a node with a newer map waits for this node's to catch up: the
+    /// wait ends as soon as that version is applied, or at its bound.
+    #[tokio::test]
+    async fn waiting_for_a_newer_map_ends_when_it_is_applied() {
+        let cluster = Cluster::new("a".into(), false, view(1)).expect("a node of the map");
+        let applying = Arc::clone(&cluster);
+        let applier = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            applying.apply(view(3)).expect("a newer map")
+        });
+        let started = std::time::Instant::now();
+        cluster.await_version(2, Duration::from_secs(30)).await;
+        assert!(started.elapsed() < Duration::from_secs(10), "ended by the new map, not the bound");
+        assert_eq!(cluster.view().map.version, 3);
+        assert!(applier.await.expect("applied"));
+        let started = std::time::Instant::now();
+        cluster.await_version(9, Duration::from_millis(20)).await;
+        assert!(started.elapsed() >= Duration::from_millis(20), "no version 9: the bound ends it");
+    }
 }

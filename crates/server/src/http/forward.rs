@@ -29,6 +29,11 @@ use crate::cluster::Owner;
 /// again, so a stale map cannot make two nodes bounce a request between them.
 pub const FORWARDED_BY: HeaderName = HeaderName::from_static("shardlite-forwarded-by");
 
+/// The header a forwarding node adds with the version of the map that named the owner: an
+/// owner whose own map is older waits for its watch to bring that one before it places the
+/// request.
+pub const MAP_VERSION: HeaderName = HeaderName::from_static("shardlite-map-version");
+
 /// How long connecting to an owner may take before the request fails with 503.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Chunks of a streamed answer buffered between the owner and the client.
@@ -94,6 +99,7 @@ impl Forwarder {
         // The body may be a part of the request's (a split batch): hyper states its length.
         req.headers_mut().remove(CONTENT_LENGTH);
         req.headers_mut().insert(FORWARDED_BY, HeaderValue::from_str(by).map_err(|e| unreachable(owner, &e))?);
+        req.headers_mut().insert(MAP_VERSION, HeaderValue::from(owner.map_version));
         self.client.request(req).await.map_err(|e| unreachable(owner, &e))
     }
 }

@@ -52,6 +52,9 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
     if let (Some(roles), Some(role)) = (roles, route.role(req.method())) {
         auth::require(roles, role)?;
     }
+    if let Some(cluster) = &state.cluster {
+        cluster::route::catch_up(cluster, req.headers()).await;
+    }
     // Held while the request runs: a move of its partition waits for it, or it for the move.
     let _held = match &state.cluster {
         Some(cluster) => cluster::route::hold_write(cluster, route, &req).await,

@@ -246,6 +246,8 @@ async fn a_dead_node_is_failed_over_by_the_command_which_reports_each_partition(
     assert_eq!(taken, [(6, "n1"), (7, "n2")], "spread over the live nodes, each owning 3 before");
     assert_eq!(partitions[1]["records"], 1, "the marker");
     assert!(partitions.iter().all(|p| !p["replica_txid"].as_str().unwrap().is_empty()));
+    // n1 forwards partition 7 to n2 once its watch has brought the new map.
+    wait_for_version(n1, 2).await;
     let got = client().get(n1.kv(&marker)).send().await.unwrap();
     assert_eq!(got.text().await.unwrap(), "marker");
     let again = shardlite(&["cluster", "failover", "n3", "--etcd", &etcd.endpoints]);

@@ -24,7 +24,7 @@ use crate::{
     http::{
         body::{self, Limit},
         error::ApiError,
-        forward::FORWARDED_BY,
+        forward::{FORWARDED_BY, MAP_VERSION},
         key::parse_key,
         response::Response,
         routes::{kv_key, Route},
@@ -133,6 +133,21 @@ pub async fn hold_write(
     let Ok(key) = parse_key(kv_key(req.uri().path())) else { return Vec::new() };
     let partition = cluster.view().map.hasher().locate(&key).partition;
     cluster.moves().hold([partition]).await
+}
+
+/// How long a request forwarded by a node with a newer map waits for this node's watch to bring
+/// it.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A request forwarded by a node whose map is newer than this node's (it sent the request here
+/// as to the owner, after a move this node's watch has not delivered yet) waits, at most
+/// [`CATCH_UP`], for that map, so that the request is placed by it rather than bounced back
+/// with 421.
+pub async fn catch_up(cluster: &Cluster, headers: &HeaderMap) {
+    let theirs = headers.get(MAP_VERSION).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if let Some(theirs) = theirs.filter(|_| headers.contains_key(FORWARDED_BY)) {
+        cluster.await_version(theirs, CATCH_UP).await;
+    }
 }
 
 /// Waits `--test-read-pause-ms` before a read served here (tests only; nothing by default).
