@@ -6,7 +6,7 @@
 # links), every phase (examples, coverage, fuzzing, stateful), valid and invalid data; the
 # settings in scripts/schemathesis.toml say which answers it must accept and why. Two runs,
 # each on a fresh data directory and a free loopback port: without a token, then with
-# `--auth-token-file` (a token holding write, admin and metrics) sent as `Authorization: Bearer`.
+# `--auth-token-file` (a token holding write, admin, metrics and node) sent as `Authorization: Bearer`.
 # Prints each run's generated-request count; exits non-zero on any failure.
 #
 # POST /admin/backup is left out: it writes a backup into any absolute path it is given, on this
@@ -97,7 +97,7 @@ run no-token --exclude-checks ignored_auth,missing_required_header --generation-
 stop no-token || failed=1
 
 token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-printf 'write,admin,metrics %s\n' "$token" >"$work/tokens"
+printf 'write,admin,metrics,node %s\n' "$token" >"$work/tokens"
 chmod 600 "$work/tokens"
 start token --auth-token-file "$work/tokens"
 run token -H "Authorization: Bearer $token" || failed=1
