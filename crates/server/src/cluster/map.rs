@@ -110,7 +110,7 @@ impl ClusterMap {
 pub struct View {
     /// The map.
     pub map: ClusterMap,
-    /// Each node's HTTP address (`http://HOST:PORT`), by node id.
+    /// Each node's address (`http://HOST:PORT`, or `https://` for a node serving TLS), by node id.
     pub addresses: BTreeMap<String, String>,
     /// The nodes whose lease is alive.
     pub alive: BTreeSet<String>,

@@ -4,7 +4,7 @@
 //! asked directly) plus [`FORWARDED_BY`], and the owner's answer returned as it is: status,
 //! headers, body (streamed when the owner streams it, as `GET /export` does).
 
-use std::time::Duration;
+use std::{path::Path, time::Duration};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -14,6 +14,7 @@ use hyper::{
     http::request::Parts,
     HeaderMap, StatusCode,
 };
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::{
     client::legacy::{connect::HttpConnector, Client},
     rt::TokioExecutor,
@@ -39,20 +40,46 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Chunks of a streamed answer buffered between the owner and the client.
 const STREAM_CHUNKS: usize = 16;
 
+/// The TLS a node speaks to other nodes with: the system's roots and `node_ca`'s certificates.
+fn node_tls(node_ca: Option<&Path>) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    for cert in node_ca.map(super::tls::certificates).transpose()?.into_iter().flatten() {
+        roots.add(cert).map_err(|e| format!("--node-ca: {e}"))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
+}
+
 /// The pooled client that forwards requests.
 #[derive(Debug, Clone)]
 pub struct Forwarder {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Forwarder {
-    /// A client with an empty pool.
-    pub fn new() -> Self {
-        let mut connector = HttpConnector::new();
+    /// A client with an empty pool, for `http://` and `https://` nodes: it trusts the system's
+    /// roots and the CAs of the PEM file `node_ca` (the cluster's own CA).
+    pub fn new(node_ca: Option<&Path>) -> Result<Self, String> {
+        let mut http = HttpConnector::new();
         // Requests are small and sent whole: no Nagle delay, as on the server's side.
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        Self { client: Client::builder(TokioExecutor::new()).build(connector) }
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        // hyper-rustls hands the connector `https://` URLs too.
+        http.enforce_http(false);
+        let connector = HttpsConnectorBuilder::new()
+            .with_tls_config(node_tls(node_ca)?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        Ok(Self { client: Client::builder(TokioExecutor::new()).build(connector) })
     }
 
     /// Sends the request (`head`, `body`) to `owner` on behalf of node `by`; the owner's

@@ -32,6 +32,10 @@ pub struct ServerOptions {
     /// Require client certificates signed by these CAs (PEM): mutual TLS.
     #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub tls_client_ca: Option<PathBuf>,
+    /// Trust these CAs (PEM) for the certificates of the other nodes of a cluster whose
+    /// addresses are https:// (besides the system's roots).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub node_ca: Option<PathBuf>,
     /// Connections served at once.
     // The server stops accepting while this many are open (the kernel's backlog holds the
     // rest), so memory and file descriptors stay bounded.
@@ -84,6 +88,7 @@ impl Default for ServerOptions {
             tls_cert: None,
             tls_key: None,
             tls_client_ca: None,
+            node_ca: None,
             max_connections: 1024,
             header_timeout_ms: Duration::from_secs(10),
             body_timeout_ms: Duration::from_secs(30),

@@ -39,6 +39,7 @@ impl State {
         options: ServerOptions,
         cluster: Option<Arc<Cluster>>,
     ) -> Result<Self, String> {
+        let forwarder = Forwarder::new(options.node_ca.as_deref())?;
         Ok(Self {
             auth: Auth::new(options.token_source())?,
             tls: options.tls_files()?.map(Tls::load).transpose()?,
@@ -48,7 +49,7 @@ impl State {
             started: Instant::now(),
             closing: AtomicBool::new(false),
             cluster,
-            forwarder: Forwarder::new(),
+            forwarder,
         })
     }
 }

@@ -89,7 +89,7 @@ fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, String> {
 }
 
 /// Every certificate of the PEM file at `path` (at least one).
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(super) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
         .map_err(|e| format!("{}: {e}", path.display()))?;

@@ -28,8 +28,14 @@ const LOOK_EVERY: Duration = Duration::from_millis(200);
 const RETRY_FAILED: Duration = Duration::from_secs(5);
 
 /// Watches the other nodes' leases and fails over those that lose theirs, until aborted.
-pub async fn watch(mut etcd: Etcd, cluster: Arc<Cluster>, lease: Arc<AtomicI64>, token: Option<String>) {
-    let client = match crate::remote::client(None) {
+pub async fn watch(
+    mut etcd: Etcd,
+    cluster: Arc<Cluster>,
+    lease: Arc<AtomicI64>,
+    token: Option<String>,
+    node_ca: Option<std::path::PathBuf>,
+) {
+    let client = match crate::remote::client(node_ca.as_deref()) {
         Ok(client) => client,
         Err(err) => return tracing::error!(err = format!("{err:#}"), "no HTTP client: automatic failover is off"),
     };

@@ -114,20 +114,22 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One `ID=http://HOST:PORT` of `--nodes`, checked.
+/// One `ID=http[s]://HOST:PORT` of `--nodes`, checked: `https://` for nodes serving TLS (the
+/// others then reach it over TLS, trusting `--node-ca`).
 fn node_spec(spec: &str) -> anyhow::Result<(String, String)> {
-    let (id, address) = spec.split_once('=').with_context(|| format!("`{spec}`: a node is ID=http://HOST:PORT"))?;
+    let (id, address) =
+        spec.split_once('=').with_context(|| format!("`{spec}`: a node is ID=http://HOST:PORT or ID=https://..."))?;
     anyhow::ensure!(
         !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
         "`{id}`: a node id is letters, digits, `-` and `_`"
     );
     let address = address.trim_end_matches('/');
-    let host = address.strip_prefix("http://").with_context(|| {
-        format!("`{address}`: a node's address is http://HOST:PORT (nodes forward to each other over plain HTTP)")
-    })?;
+    let host = address.strip_prefix("http://").or_else(|| address.strip_prefix("https://"));
+    let host =
+        host.with_context(|| format!("`{address}`: a node's address is http://HOST:PORT or https://HOST:PORT"))?;
     anyhow::ensure!(
         !host.is_empty() && !host.contains('/') && address.parse::<reqwest::Url>().is_ok(),
-        "`{address}`: a node's address is http://HOST:PORT, with no path"
+        "`{address}`: a node's address is http[s]://HOST:PORT, with no path"
     );
     Ok((id.to_owned(), address.to_owned()))
 }
@@ -146,7 +148,8 @@ mod tests {
         assert_eq!(node_spec("n1=http://10.0.0.1:8080/").unwrap(), ("n1".into(), "http://10.0.0.1:8080".into()));
         assert!(node_spec("n1").unwrap_err().to_string().contains("ID=http"));
         assert!(node_spec("n 1=http://x:1").unwrap_err().to_string().contains("node id"));
-        assert!(node_spec("n1=https://x:1").unwrap_err().to_string().contains("plain HTTP"));
+        assert_eq!(node_spec("n1=https://x:1").unwrap().1, "https://x:1", "a node serving TLS");
+        assert!(node_spec("n1=ftp://x:1").unwrap_err().to_string().contains("https://HOST:PORT"));
         assert!(node_spec("n1=http://x:1/kv").unwrap_err().to_string().contains("no path"));
     }
 }

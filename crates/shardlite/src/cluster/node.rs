@@ -19,7 +19,6 @@
 //! (its transaction requires that `alive/ID` does not exist).
 
 use std::{
-    net::SocketAddr,
     path::PathBuf,
     sync::{
         atomic::{AtomicI64, Ordering},
@@ -64,6 +63,8 @@ pub struct NodeSettings {
     /// The token this node presents to the other nodes (its token file's `node` token, read at
     /// start), for the failovers it runs.
     pub node_token: Option<String>,
+    /// The CAs this node trusts for the other nodes' certificates (`--node-ca`).
+    pub node_ca: Option<PathBuf>,
     /// Where restored partitions wait while they are taken in (in the data directory).
     pub scratch: PathBuf,
 }
@@ -110,15 +111,16 @@ impl Joined {
         Ok(CreateOptions { partitions: Some(map.partitions), hash_seed: Some(map.hash_seed), ..*given })
     }
 
-    /// Says the node is alive (serving at `listen`) and starts following the map.
-    pub async fn register(self, listen: SocketAddr) -> anyhow::Result<Membership> {
+    /// Says the node is alive (serving at `url`: `http://` or `https://` and the address it
+    /// listens on) and starts following the map.
+    pub async fn register(self, url: String) -> anyhow::Result<Membership> {
         let Joined { mut etcd, settings, cluster } = self;
         let node = cluster.node().to_owned();
         if let Some(replica) = &settings.litestream_replica {
             etcd.record_replica(&node, replica).await?;
         }
         etcd.mark_stopped(&node, false).await?;
-        let alive = Alive { node: node.clone(), address: format!("http://{listen}"), ttl: settings.lease_ttl };
+        let alive = Alive { node: node.clone(), address: url, ttl: settings.lease_ttl };
         let lease = Arc::new(AtomicI64::new(alive.register(&mut etcd, &cluster).await?));
         tracing::info!(node, address = %alive.address, map_version = cluster.view().map.version, "joined the cluster");
         let mut tasks = vec![
@@ -126,7 +128,8 @@ impl Joined {
             tokio::spawn(follow(etcd.clone(), Arc::clone(&cluster))),
         ];
         if settings.auto_failover {
-            let watch = auto_failover::watch(etcd.clone(), cluster, Arc::clone(&lease), settings.node_token);
+            let watch =
+                auto_failover::watch(etcd.clone(), cluster, Arc::clone(&lease), settings.node_token, settings.node_ca);
             tasks.push(tokio::spawn(watch));
         }
         Ok(Membership { etcd, node, lease, tasks })

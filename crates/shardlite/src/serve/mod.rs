@@ -88,7 +88,7 @@ async fn serve(listener: std::net::TcpListener, mut settings: Settings) -> anyho
             Ok(backend) => {
                 starting.ready(backend);
                 if let Some(joined) = joined {
-                    match joined.register(addr).await {
+                    match joined.register(format!("{scheme}://{addr}")).await {
                         Ok(member) => membership = Some(member),
                         Err(err) => {
                             failed.notify_one();

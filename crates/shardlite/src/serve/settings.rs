@@ -317,7 +317,7 @@ pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         serve.listen
     );
     let storage = storage(stored, &create)?;
-    let cluster = node_settings(cluster, etcd, &storage, &server.token_source())?;
+    let cluster = node_settings(cluster, etcd, &storage, &server)?;
     let token_on_command_line = args.0.value_source("auth_token") == Some(ValueSource::CommandLine);
     Ok(Settings { storage, serve, create, engine, server, runtime, log, cluster, token_on_command_line })
 }
@@ -328,7 +328,7 @@ fn node_settings(
     cluster: ClusterOptions,
     etcd: EtcdOptions,
     storage: &Storage,
-    tokens: &TokenSource,
+    server: &ServerOptions,
 ) -> anyhow::Result<Option<NodeSettings>> {
     if !cluster.cluster {
         let defaults = ClusterOptions::default();
@@ -358,7 +358,8 @@ fn node_settings(
         auto_failover: cluster.auto_failover,
         litestream_replica,
         litestream_bin: cluster.litestream_bin,
-        node_token: shardlite_server::auth::node_token(tokens).map_err(anyhow::Error::msg)?,
+        node_token: shardlite_server::auth::node_token(&server.token_source()).map_err(anyhow::Error::msg)?,
+        node_ca: server.node_ca.clone(),
         scratch: data.join(".takeover"),
     }))
 }

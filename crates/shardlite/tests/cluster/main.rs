@@ -17,12 +17,15 @@
 //!   survivors; a node back with a stale map forwards.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../common/certs.rs"]
+mod certs;
 mod client;
 #[path = "../common/mod.rs"]
 mod common;
 mod etcd;
 mod failover;
 mod moving;
+mod tls;
 
 use std::{collections::BTreeMap, process::Command, time::Duration};
 
@@ -45,12 +48,18 @@ impl Nodes {
     /// Makes the map of `ids` (and of `spares`, owning nothing) in `etcd` with
     /// `shardlite cluster init` (on free ports).
     fn init(etcd: &etcd::Etcd, ids: &[&str], spares: &[&str]) -> Self {
+        Self::init_as(etcd, ids, spares, "http")
+    }
+
+    /// [`Nodes::init`] with the nodes' addresses in `scheme` (`https` for nodes serving TLS).
+    fn init_as(etcd: &etcd::Etcd, ids: &[&str], spares: &[&str], scheme: &str) -> Self {
         let addresses: BTreeMap<String, std::net::SocketAddr> = ids
             .iter()
             .chain(spares)
             .map(|id| ((*id).to_owned(), format!("127.0.0.1:{}", etcd::free_port()).parse().unwrap()))
             .collect();
-        let spec = |ids: &[&str]| ids.iter().map(|id| format!("{id}=http://{}", addresses[*id])).collect::<Vec<_>>();
+        let spec =
+            |ids: &[&str]| ids.iter().map(|id| format!("{id}={scheme}://{}", addresses[*id])).collect::<Vec<_>>();
         let (nodes, spares, partitions) = (spec(ids).join(","), spec(spares).join(","), PARTITIONS.to_string());
         let mut args =
             vec!["cluster", "init", "--etcd", &etcd.endpoints, "--partitions", &partitions, "--nodes", &nodes];

@@ -81,7 +81,14 @@ impl Server {
             command.env("RUST_LOG", "warn");
         }
         let child = command.stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap();
-        let mut server = Self { child, url: format!("http://{addr}"), addr };
+        // A server of `--tls-cert` is probed over https, its certificate not checked here.
+        let tls = args.contains(&"--tls-cert");
+        let probe = match tls {
+            true => reqwest::Client::builder().no_proxy().danger_accept_invalid_certs(true).build().unwrap(),
+            false => probe,
+        };
+        let url = format!("{}://{addr}", if tls { "https" } else { "http" });
+        let mut server = Self { child, url, addr };
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if server.child.try_wait().unwrap().is_some() {

@@ -7,6 +7,8 @@
 mod admin;
 mod auth;
 mod batch;
+#[path = "../common/certs.rs"]
+mod certs;
 mod common;
 mod export;
 mod keys;

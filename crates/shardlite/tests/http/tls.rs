@@ -5,41 +5,20 @@
 
 use std::{path::Path, process::Command, sync::Arc, time::Duration};
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use reqwest::{StatusCode, Version};
 use shardlite_engine::Store;
 use shardlite_server::{Reload, ServerOptions, SqliteBackend};
 use tokio::{net::TcpListener, sync::oneshot};
 
-use crate::common::{config, directory, key};
-
-/// A certificate authority made for one test.
-struct Ca(CertifiedIssuer<'static, KeyPair>);
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let mut params = CertificateParams::new(Vec::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(rcgen::DnType::CommonName, name);
-        Self(CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap())
-    }
-
-    /// A certificate for `localhost` signed by this CA: (certificate PEM, key PEM).
-    fn issue(&self) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(vec!["localhost".into()]).unwrap().signed_by(&key, &self.0).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-
-    fn pem(&self) -> String {
-        self.0.pem()
-    }
-}
+use crate::{
+    certs::Ca,
+    common::{config, directory, key},
+};
 
 /// A client trusting `ca`, offering `alpn`, presenting `identity` (certificate and key PEM).
 fn client(ca: &Ca, alpn: &[&[u8]], identity: Option<&(String, String)>) -> reqwest::Client {
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca.0.der().clone()).unwrap();
+    roots.add(ca.der()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
