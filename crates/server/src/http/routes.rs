@@ -228,9 +228,9 @@ mod tests {
         assert_eq!(Route::OpenApi.role(&Method::GET), None);
         assert_eq!(Route::Cluster.role(&Method::GET), Some(Role::Read));
         assert_eq!(Route::AdminMove.role(&Method::POST), Some(Role::Admin));
-        assert_eq!(Route::AdminMoveRecords.role(&Method::GET), Some(Role::Admin));
-        assert_eq!(Route::AdminAdopt.role(&Method::POST), Some(Role::Admin));
-        assert_eq!(Route::AdminTakeover.role(&Method::POST), Some(Role::Admin));
+        assert_eq!(Route::AdminMoveRecords.role(&Method::GET), Some(Role::Node));
+        assert_eq!(Route::AdminAdopt.role(&Method::POST), Some(Role::Node));
+        assert_eq!(Route::AdminTakeover.role(&Method::POST), Some(Role::Node));
         assert!(Route::Healthz.is_public() && Route::Readyz.is_public() && !Route::Unknown.is_public());
         assert!(Route::OpenApi.is_public());
     }
