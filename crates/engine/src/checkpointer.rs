@@ -168,8 +168,9 @@ impl IdleWals {
                 *seen = (commits, now);
                 continue;
             }
-            let holds = std::fs::metadata(&partition.wal_path).is_ok_and(|m| m.len() > 0);
-            if now - seen.1 < idle_after || !holds || partition.poisoned().is_some() {
+            // The file is looked at only once the partition has been idle long enough.
+            let idle = now - seen.1 >= idle_after && partition.poisoned().is_none();
+            if !idle || !std::fs::metadata(&partition.wal_path).is_ok_and(|m| m.len() > 0) {
                 continue;
             }
             let emptied = sql::open_checkpointer(&partition.db_path, config)

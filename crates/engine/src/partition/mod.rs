@@ -283,6 +283,11 @@ impl Partition {
         self.epoch.store(Epoch::shown(kept, directory), Ordering::Relaxed);
     }
 
+    /// The epoch of every version this partition shows.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
     /// The directory's epoch.
     pub fn directory_epoch(&self) -> u64 {
         self.directory_epoch.load(Ordering::Relaxed)
@@ -290,7 +295,7 @@ impl Partition {
 
     /// The version of record `id` at `counter`.
     pub fn version(&self, id: u32, counter: u64) -> Version {
-        Version { epoch: self.epoch.load(Ordering::Relaxed), id: u64::from(id), counter }
+        Version { epoch: self.epoch(), id: u64::from(id), counter }
     }
 
     /// A row as the record callers see.

@@ -59,8 +59,7 @@ impl Store {
         // A round of changes reads few records: it need not wait for the WAL to start over
         // (the last round runs under the freeze).
         let _reading = changed.is_none().then(|| handle.long_read());
-        let epoch = handle.version(0, 0).epoch;
-        send_snapshot(&handle.readers.open_own()?, changed, epoch, piece, send)
+        send_snapshot(&handle.readers.open_own()?, changed, handle.epoch(), piece, send)
     }
 
     /// Whether a move is copying `partition` away (the ids its commits change are noted).

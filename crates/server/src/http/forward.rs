@@ -40,24 +40,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Chunks of a streamed answer buffered between the owner and the client.
 const STREAM_CHUNKS: usize = 16;
 
-/// The TLS a node speaks to other nodes with: the system's roots and `node_ca`'s certificates.
-fn node_tls(node_ca: Option<&Path>) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
-    }
-    for cert in node_ca.map(super::tls::certificates).transpose()?.into_iter().flatten() {
-        roots.add(cert).map_err(|e| format!("--node-ca: {e}"))?;
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config)
-}
-
 /// The pooled client that forwards requests.
 #[derive(Debug, Clone)]
 pub struct Forwarder {
@@ -75,7 +57,7 @@ impl Forwarder {
         // hyper-rustls hands the connector `https://` URLs too.
         http.enforce_http(false);
         let connector = HttpsConnectorBuilder::new()
-            .with_tls_config(node_tls(node_ca)?)
+            .with_tls_config(super::tls::node_client(node_ca)?)
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);

@@ -2,7 +2,8 @@
 //! (`--tls-cert`, `--tls-key`), HTTP/2 and HTTP/1.1 offered through ALPN, and optionally client
 //! certificates signed by `--tls-client-ca` required (mutual TLS). [`Tls::reload`] re-reads the
 //! files (SIGHUP in `shardlite serve`): each handshake takes the configuration in force when it
-//! starts, so connections already open keep theirs and none is dropped.
+//! starts, so connections already open keep theirs and none is dropped. And the client side a
+//! node speaks to the other nodes with (`node_client`: the system's roots and `--node-ca`).
 
 use std::{
     fmt,
@@ -88,8 +89,27 @@ fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, String> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// The TLS a node speaks to the other nodes of its cluster with (the forwarding client's): the
+/// system's roots and the certificates of `node_ca`, the cluster's own CA.
+pub(super) fn node_client(node_ca: Option<&Path>) -> Result<rustls::ClientConfig, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    for cert in node_ca.map(certificates).transpose()?.into_iter().flatten() {
+        roots.add(cert).map_err(|e| format!("--node-ca: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
+}
+
 /// Every certificate of the PEM file at `path` (at least one).
-pub(super) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
         .map_err(|e| format!("{}: {e}", path.display()))?;
