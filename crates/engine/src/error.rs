@@ -156,6 +156,14 @@ pub enum Error {
     /// half done.
     #[error("stopped as asked")]
     Stopped,
+    /// Too few of a partition's copies acknowledged the write in time: it was rolled back here,
+    /// and a copy that got it never applies it (docs/cluster.md, "Replicas").
+    #[error("not replicated: {0}")]
+    Unreplicated(String),
+    /// A frame of another node's transactions could not be taken in (malformed, or this store
+    /// cannot keep copies).
+    #[error("replication: {0}")]
+    Replication(String),
     /// Moving a partition between nodes was refused or failed: a damaged transfer, a
     /// partition this node may not take (docs/cluster.md, "Moving a partition").
     #[error("{0}")]
@@ -182,6 +190,12 @@ impl Error {
     /// Whether this error means the storage could not be written for lack of space.
     pub fn is_disk_full(&self) -> bool {
         matches!(self, Error::DiskFull(_))
+    }
+
+    /// Whether the write failed without harm to the partition, and may be retried: a full disk
+    /// (SQLite rolled back cleanly), or copies that did not acknowledge it.
+    pub fn is_retryable_write(&self) -> bool {
+        matches!(self, Error::DiskFull(_) | Error::Unreplicated(_))
     }
 }
 

@@ -58,6 +58,7 @@ pub mod metrics;
 mod opening;
 pub mod ops;
 pub mod partition;
+pub mod replication;
 pub mod store;
 pub mod transfer;
 

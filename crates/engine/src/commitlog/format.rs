@@ -263,6 +263,12 @@ pub fn read_records(data: &[u8], base: u64) -> (Vec<Record>, u64) {
 
 /// The record at the start of `data` if it is whole, valid and at `lsn`; with its length.
 fn read_record(data: &[u8], lsn: u64) -> Option<(Record, usize)> {
+    let raw = raw_record(data, lsn)?;
+    Some((raw.decode()?, raw.record_len()))
+}
+
+/// The record at the start of `data`, checked but not decoded, if it is whole, valid and at `lsn`.
+fn raw_record(data: &[u8], lsn: u64) -> Option<Raw<'_>> {
     if data.len() < RECORD_HEADER + 1 {
         return None;
     }
@@ -274,6 +280,58 @@ fn read_record(data: &[u8], lsn: u64) -> Option<(Record, usize)> {
     if crc32c::crc32c_append(crc32c::crc32c(body), &lsn.to_le_bytes()) != u32_at(data, 4) {
         return None;
     }
+    Some(Raw { lsn, body })
+}
+
+/// The valid records at the start of `data`, whose first byte is at `base`, checked but not
+/// decoded; reading stops as [`read_records`] does.
+pub fn raw_records(data: &[u8], base: u64) -> impl Iterator<Item = Raw<'_>> {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let raw = raw_record(&data[at..], base + at as u64)?;
+        at += raw.record_len();
+        Some(raw)
+    })
+}
+
+/// A record's body as the log holds it (its checksum checked), at its LSN.
+#[derive(Debug, Clone, Copy)]
+pub struct Raw<'a> {
+    /// The record's LSN.
+    pub lsn: u64,
+    /// Its body: the kind byte, then the kind's fields.
+    pub body: &'a [u8],
+}
+
+impl Raw<'_> {
+    /// Bytes of the whole record.
+    pub fn record_len(&self) -> usize {
+        RECORD_HEADER + self.body.len()
+    }
+
+    /// Whether it is a transaction (not a cancel).
+    pub fn is_tx(&self) -> bool {
+        self.body[0] == KIND_TX
+    }
+
+    /// The partition it concerns (a transaction's or a cancel's); `None` if the body is too short.
+    pub fn partition(&self) -> Option<u32> {
+        (self.body.len() >= 5).then(|| u32_at(self.body, 1))
+    }
+
+    /// The same body, to be appended to another log.
+    pub fn to_body(&self) -> Body {
+        Body::new(self.body.to_vec())
+    }
+
+    /// The record decoded; `None` if its body does not parse.
+    pub fn decode(&self) -> Option<Record> {
+        decode_body(self.body, self.lsn, self.record_len())
+    }
+}
+
+/// A record's body decoded, the record being `len` bytes at `lsn`.
+fn decode_body(body: &[u8], lsn: u64, len: usize) -> Option<Record> {
     let mut r = Reader { bytes: body, at: 1 };
     let record = match body[0] {
         KIND_TX => {
@@ -284,7 +342,7 @@ fn read_record(data: &[u8], lsn: u64) -> Option<(Record, usize)> {
         KIND_CANCEL => Record::Cancel { partition: r.u32()?, lsn: r.u64()? },
         _ => return None,
     };
-    (r.at == body.len()).then_some((record, len))
+    (r.at == body.len()).then_some(record)
 }
 
 /// A cursor over a record's body; `None` past its end.

@@ -11,11 +11,13 @@
 //! - `segment`: segment files: created preallocated, the spare, retired
 //! - `recovery`: what an open finds of the log ([`Recovery::read`], [`finish_recovery`])
 //! - [`base`]: `commit.base`, how far each partition was durable when segments were last dropped
+//! - [`shipping`]: a flush's records handed to the replicator, which says when enough copies hold them
 
 pub mod base;
 pub mod format;
 mod recovery;
 mod segment;
+pub mod shipping;
 
 use std::{
     fs::File,
@@ -23,7 +25,7 @@ use std::{
     path::Path,
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, Condvar, Mutex, MutexGuard,
+        Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak,
     },
     task::{Context, Poll, Waker},
     time::Instant,
@@ -34,6 +36,8 @@ use format::HEADER;
 pub use format::{Body, Effect, LoggedTx, TxBuilder};
 pub use recovery::{finish_recovery, Recovery};
 use segment::{remove, retire, Segment};
+use shipping::RefusedRanges;
+pub use shipping::{Replicate, Shipment};
 
 use crate::{
     layout::{self, Layout},
@@ -78,8 +82,13 @@ struct State {
     end: u64,
     /// Appended, not yet written: in LSN order.
     pending: Vec<Chunk>,
-    /// Everything before this LSN is durable.
+    /// Everything before this LSN is durable here.
     durable: u64,
+    /// Everything before this LSN is durable here and, with a replicator, held by enough copies
+    /// or refused ([`shipping`]): what writers wait for. Without one, `durable`.
+    committed: u64,
+    /// Ranges the copies did not acknowledge in time.
+    refused: RefusedRanges,
     /// A flush is under way.
     flushing: bool,
     /// Flushes begun so far; the one under way (if any) is number `flushes_begun - 1`.
@@ -93,6 +102,14 @@ struct State {
     wakers: Vec<(u64, Waker)>,
     /// The flusher thread has stopped, or is to.
     stopping: bool,
+}
+
+impl State {
+    /// Whether someone awaits a flush: a waiter whose records are not durable here yet (the
+    /// others wait for the copies).
+    fn awaits_flush(&self) -> bool {
+        self.wakers.iter().any(|(end, _)| *end > self.durable)
+    }
 }
 
 /// The shared commit log of a running store.
@@ -114,6 +131,10 @@ pub struct CommitLog {
     flushed: [Condvar; 2],
     /// Where the flusher thread sleeps until someone awaits a flush.
     flush_wanted: Condvar,
+    /// Where writers whose records are durable here sleep until the copies acknowledge them.
+    replicated: Condvar,
+    /// Where each flush's records go, and this log as the shipments know it (set once).
+    replicator: OnceLock<(Arc<dyn Replicate>, Weak<CommitLog>)>,
     /// Per writer thread, then per partition (its inline writes): the lowest LSN it may have
     /// appended without committing yet (`u64::MAX`: none). Segments are dropped only below all
     /// of them.
@@ -152,6 +173,8 @@ impl CommitLog {
                 end: base,
                 pending: Vec::new(),
                 durable: base,
+                committed: base,
+                refused: RefusedRanges::default(),
                 flushing: false,
                 flushes_begun: 0,
                 flush_target: base,
@@ -160,6 +183,8 @@ impl CommitLog {
                 stopping: false,
             }),
             flush_wanted: Condvar::new(),
+            replicated: Condvar::new(),
+            replicator: OnceLock::new(),
             flushed: [Condvar::new(), Condvar::new()],
             holds: (0..holders).map(|_| AtomicU64::new(u64::MAX)).collect(),
             flushes: AtomicU64::new(0),
@@ -201,12 +226,17 @@ impl CommitLog {
                 "a transaction of {len} bytes does not fit a commit log record (4 GiB): lower max_batch or max_value"
             )));
         }
-        let mut st = self.lock();
+        self.append_locked(&mut self.lock(), body)
+    }
+
+    /// [`CommitLog::append`] under the lock already held.
+    fn append_locked(&self, st: &mut State, body: &Body) -> Result<(u64, u64)> {
+        let len = body.record_len() as u64;
         if let Some(why) = &st.failed {
             return Err(failed(&st.segment.path, why));
         }
         if st.end + len > st.segment.limit {
-            self.switch(&mut st, len)?;
+            self.switch(st, len)?;
         }
         let lsn = st.end;
         let current = Arc::clone(&st.segment);
@@ -281,25 +311,83 @@ impl CommitLog {
         }
     }
 
-    /// Returns once everything before `end` is durable: leads a flush if none is running (writing
-    /// every record appended so far), else sleeps until the flush that covers `end` ends (the
-    /// one under way, or the next), and looks again.
+    /// Returns once everything before `end` is committed: durable here and, with a replicator,
+    /// held by enough copies; [`Error::Unreplicated`] if the copies refused it. Leads a flush if
+    /// none is running (writing every record appended so far), else sleeps until the flush that
+    /// covers `end` ends (the one under way, or the next), and looks again.
     pub fn wait_durable(&self, end: u64) -> Result<()> {
+        self.wait(end, true)
+    }
+
+    /// Returns once everything before `end` is durable here, whatever the copies say: for what
+    /// only this node's replay reads (a cancel), and for records received from another node's
+    /// log, which must not wait for this node's own copies.
+    pub fn wait_local(&self, end: u64) -> Result<()> {
+        self.wait(end, false)
+    }
+
+    fn wait(&self, end: u64, replicated: bool) -> Result<()> {
         let mut st = self.lock();
         loop {
-            if st.durable >= end {
-                return Ok(());
+            if let Some(outcome) = st.refused.outcome(end, st.durable).filter(|_| st.committed >= end) {
+                return outcome;
             }
             if let Some(why) = &st.failed {
                 return Err(failed(&st.segment.path, why));
+            }
+            if st.durable >= end {
+                if !replicated {
+                    return Ok(());
+                }
+                st = self.replicated.wait(st).unwrap_or_else(|p| p.into_inner());
+                continue;
             }
             if st.flushing {
                 let covering = if end <= st.flush_target { st.flushes_begun - 1 } else { st.flushes_begun };
                 st = self.flushed[(covering % 2) as usize].wait(st).unwrap_or_else(|p| p.into_inner());
                 continue;
             }
-            return self.lead(st);
+            self.lead(st)?;
+            st = self.lock();
         }
+    }
+
+    /// Hands every later flush's records to `replicator` (once; later calls are ignored).
+    pub fn set_replicator(self: &Arc<Self>, replicator: Arc<dyn Replicate>) {
+        let _ = self.replicator.set((replicator, Arc::downgrade(self)));
+    }
+
+    /// A shipment's outcome, in log order ([`Shipment::done`]): the range is committed; if it
+    /// was refused, its transactions are cancelled here and its writers told so.
+    fn shipped(&self, shipment: &Shipment, result: std::result::Result<(), String>) {
+        let mut st = self.lock();
+        st.committed = st.committed.max(shipment.to);
+        if let Err(why) = result {
+            tracing::warn!(from = shipment.from, to = shipment.to, %why, "writes refused: not replicated");
+            for tx in shipment.transactions() {
+                let cancelled = tx.partition().map(|p| self.append_locked(&mut st, &Body::cancel(p, tx.lsn)));
+                if let Some(Err(err)) = cancelled {
+                    tracing::error!(%err, lsn = tx.lsn, "could not cancel a refused transaction");
+                }
+            }
+            let cancels_end = st.end;
+            st.refused.push(shipment.from, shipment.to, why, cancels_end);
+            drop(st);
+            // Rare (copies down or slow), so this thread may wait for the cancels' flush.
+            if let Err(err) = self.wait_local(cancels_end) {
+                tracing::error!(%err, "could not make the cancels of refused transactions durable");
+            }
+            st = self.lock();
+        }
+        let committed = st.committed;
+        let (wakers, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut st.wakers).into_iter().partition(|(end, _)| *end <= committed);
+        st.wakers = later;
+        drop(st);
+        for (_, waker) in wakers {
+            waker.wake();
+        }
+        self.replicated.notify_all();
     }
 
     /// Waits, without blocking the caller's thread, until the log is durable past `end`: the
@@ -317,7 +405,7 @@ impl CommitLog {
             if st.stopping {
                 return;
             }
-            if !st.wakers.is_empty() && !st.flushing && st.failed.is_none() {
+            if st.awaits_flush() && !st.flushing && st.failed.is_none() {
                 let _ = self.lead(st);
                 st = self.lock();
                 continue;
@@ -339,18 +427,27 @@ impl CommitLog {
         let number = st.flushes_begun;
         st.flushes_begun += 1;
         let chunks = std::mem::take(&mut st.pending);
-        let target = st.end;
+        let (from, target) = (st.durable, st.end);
         st.flush_target = target;
         drop(st);
         let started = Instant::now();
         let written = write_and_sync(&chunks);
         self.flush_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         self.flushes.fetch_add(1, Ordering::Relaxed);
+        let replicator = self.replicator.get().filter(|_| written.is_ok());
+        if let Some((replicator, log)) = replicator {
+            // Still the only flush under way: shipments leave in log order.
+            let records = chunks.iter().flat_map(|c| c.bytes.iter().copied()).collect();
+            replicator.ship(Shipment { from, to: target, records, log: log.clone() });
+        }
         st = self.lock();
         st.flushing = false;
         let done = match written {
             Ok(()) => {
                 st.durable = target;
+                if replicator.is_none() {
+                    st.committed = target;
+                }
                 Ok(())
             }
             Err(why) => {
@@ -361,11 +458,11 @@ impl CommitLog {
             }
         };
         let more = st.end > st.durable;
-        let durable = st.durable;
+        let committed = st.committed;
         let (wakers, later): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut st.wakers).into_iter().partition(|(end, _)| *end <= durable || done.is_err());
+            std::mem::take(&mut st.wakers).into_iter().partition(|(end, _)| *end <= committed || done.is_err());
         st.wakers = later;
-        let awaited = !st.wakers.is_empty();
+        let awaited = st.awaits_flush();
         // Woken after the lock is let go, the waiters do not wake only to sleep on it.
         drop(st);
         for (_, waker) in wakers {
@@ -389,7 +486,7 @@ impl CommitLog {
     /// Records, durably, that the transaction of `partition` logged at `lsn` did not commit.
     pub fn cancel(&self, partition: u32, lsn: u64) -> Result<()> {
         let (_, end) = self.append(&Body::cancel(partition, lsn))?;
-        self.wait_durable(end)
+        self.wait_local(end)
     }
 
     /// Drops the segments every record of which is committed in SQLite, if there are any:
@@ -478,14 +575,21 @@ impl std::future::Future for Durability<'_> {
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let mut st = self.log.lock();
-        if st.durable >= self.end {
-            return Poll::Ready(Ok(()));
+        if let Some(outcome) = st.refused.outcome(self.end, st.durable).filter(|_| st.committed >= self.end) {
+            return Poll::Ready(outcome);
         }
         if let Some(why) = &st.failed {
             return Poll::Ready(Err(failed(&st.segment.path, why)));
         }
-        if !st.flushing && st.stopping {
-            return Poll::Ready(self.log.lead(st));
+        if !st.flushing && st.stopping && st.durable < self.end {
+            // No flusher: this task flushes itself, then waits for the copies.
+            if let Err(err) = self.log.lead(st) {
+                return Poll::Ready(Err(err));
+            }
+            st = self.log.lock();
+            if let Some(outcome) = st.refused.outcome(self.end, st.durable).filter(|_| st.committed >= self.end) {
+                return Poll::Ready(outcome);
+            }
         }
         // Polled again before its flush (the task woken by something else), it is already
         // on the list: one entry, one wake.
@@ -493,7 +597,7 @@ impl std::future::Future for Durability<'_> {
         if !st.wakers.iter().any(|(end, known)| *end == self.end && known.will_wake(waker)) {
             st.wakers.push((self.end, waker.clone()));
         }
-        if !st.flushing {
+        if !st.flushing && st.durable < self.end {
             drop(st);
             self.log.flush_wanted.notify_one();
         }

@@ -15,6 +15,7 @@
 
 mod backup;
 mod pending;
+mod replica;
 mod scan;
 mod start;
 mod stats;
@@ -88,6 +89,8 @@ pub struct Store {
     inline: Option<Inline>,
     /// The commit log's flusher thread, for inline writes.
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// What this node holds of the logs of the owners it keeps copies for.
+    sources: crate::replication::Sources,
 }
 
 /// What every thread serving requests shares: the partitions and the queues to their writers.

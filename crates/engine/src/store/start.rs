@@ -91,6 +91,7 @@ impl Store {
             lock: Mutex::new(Some(lock)),
             inline,
             flusher: Mutex::new(flusher),
+            sources: Default::default(),
         })
     }
 }

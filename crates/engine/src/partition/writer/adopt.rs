@@ -44,6 +44,13 @@ pub enum Adopt {
         /// that may lack states shown before (a restored replica), given a new epoch.
         epoch: u64,
     },
+    /// A copy kept for another node becomes this node's (a failover promoted it): note its
+    /// counts and the epoch its versions carried on the dead owner durably (0: unknown, a new
+    /// one).
+    Keep {
+        /// The dead owner's epoch of the partition.
+        epoch: u64,
+    },
 }
 
 impl PartitionWriter {
@@ -66,6 +73,14 @@ impl PartitionWriter {
                 records.iter().try_for_each(|r| sql::insert(conn, r.id, &r.key, r.counter, &r.value))
             }),
             Adopt::Changes(changes) => self.apply_changes(&changes),
+            Adopt::Keep { epoch } => {
+                let kept = Epoch {
+                    kept: if epoch == 0 { epoch_now() } else { epoch },
+                    directory: self.partition.directory_epoch(),
+                };
+                let (next_id, records) = (self.next_id, self.records);
+                self.finish_adoption(next_id, records, Some(kept), log, config)
+            }
             Adopt::Finish { next_id, records, rebuild, epoch } => {
                 let directory = self.partition.directory_epoch();
                 let kept = match epoch {
@@ -191,7 +206,7 @@ impl PartitionWriter {
     }
 
     /// The counts after a commit that noted them in `meta`.
-    fn set_counts(&mut self, next_id: u64, records: u64) {
+    pub(super) fn set_counts(&mut self, next_id: u64, records: u64) {
         self.next_id = next_id;
         self.records = records;
         self.noted = (next_id, records);

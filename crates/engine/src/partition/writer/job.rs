@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-use super::Adopt;
+use super::{Adopt, Replicated};
 use crate::{
     ops::{Op, Outcome},
     partition::{check, compact, snapshot},
@@ -60,6 +60,9 @@ pub enum Job {
     Track { partition: u32, reply: oneshot::Sender<()> },
     /// Freeze the recent index now (a forced merge); answers whether anything was frozen.
     Freeze { partition: u32, reply: oneshot::Sender<bool> },
+    /// Apply the owner's transactions to this node's copy of the partition, in order
+    /// ([`Replicated`]); a failure poisons the copy (and is the answer, if one is awaited).
+    Replicated { partition: u32, txs: Vec<Replicated>, reply: Option<oneshot::Sender<Result<()>>> },
 }
 
 /// The writer thread that owns partition `p` when there are `threads` of them.

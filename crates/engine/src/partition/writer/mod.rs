@@ -15,6 +15,7 @@ mod adopt;
 mod inline;
 mod job;
 mod partition_writer;
+mod replicated;
 mod thread;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub use adopt::Adopt;
 pub use inline::{Inline, Load};
 pub use job::{owner, Job, Maintenance, RequestResult, WriteRequest};
 pub use partition_writer::{PartitionWriter, Slot};
+pub use replicated::Replicated;
 pub use thread::WriterThread;
 
 use crate::{cache::RecordCache, checkpointer::Checkpoints, commitlog::CommitLog, metrics::Metrics, Config};

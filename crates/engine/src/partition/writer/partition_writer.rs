@@ -255,10 +255,11 @@ impl PartitionWriter {
         committed
     }
 
-    /// A transaction failed with `err`: poisons the partition unless the disk was full (SQLite
-    /// rolled back cleanly, and the write may be retried). Returns the error to answer.
+    /// A transaction failed with `err`: poisons the partition unless the write may be retried
+    /// (a full disk, which SQLite rolled back cleanly; copies that did not acknowledge it).
+    /// Returns the error to answer.
     fn failed(&self, err: Error) -> Error {
-        if !err.is_disk_full() {
+        if !err.is_retryable_write() {
             self.partition.poison(format!("commit failed: {err}"));
         }
         err

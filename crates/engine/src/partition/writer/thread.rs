@@ -186,6 +186,18 @@ impl WriterThread {
                 self.writer(partition).partition.departure.track();
                 let _ = reply.send(());
             }
+            Job::Replicated { partition, txs, reply } => {
+                let writing = Arc::clone(&self.writing);
+                let writer = self.writer(partition);
+                let applied = writer.apply_replicated(&txs, writing.cache.as_deref());
+                if let Err(err) = &applied {
+                    writer.partition.poison(format!("applying the owner's transactions failed: {err}"));
+                }
+                writer.after_commit(&writing);
+                if let Some(reply) = reply {
+                    let _ = reply.send(applied);
+                }
+            }
             Job::Freeze { partition, reply } => {
                 let froze = self.writer(partition).partition.index.as_ref().is_some_and(|i| i.freeze_if(1));
                 let _ = reply.send(froze);

@@ -1,0 +1,333 @@
+//! This node's side of replication as a copy (docs/cluster.md, "Replicas"): frames from the
+//! owners of the partitions it keeps copies of ([`frame`]), received in each owner's log order.
+//! A frame's transactions are appended to this node's commit log and made durable before the
+//! frame is acknowledged; they are applied to the copies once the owner says its log is
+//! committed past them ([`Frame::commit`]), and never if the owner says they were refused.
+//!
+//! ```text
+//!  owner's flush ─> frame (from, to, commit, refused, epochs, txs) ─> receive: contiguous with
+//!  what this node holds from that owner? append each tx to the local log, flush ─> held (position)
+//!      └─ txs before `commit`: Job::Replicated to the partition's writer; refused: cancelled here
+//!  owner dead (a failover):
+//!      seal ─> no more frames from it; its position      tail(P, after) ─> its txs of P since
+//!      catch_up(P, tail of the most advanced copy)       promote(P): every tx of P held applied
+//! ```
+//!
+//! A failover reads the position of every live copy once they are sealed: the most advanced one
+//! holds every write the dead owner acknowledged (enough copies held each, and the live ones
+//! include one of them), so it becomes the owner, and the others take the transactions they
+//! lack from it (its [`tail`]) so that every copy has the same records again.
+
+pub mod frame;
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+pub use frame::Frame;
+
+use crate::{
+    commitlog::{
+        format::{Raw, Record},
+        Body, CommitLog, LoggedTx,
+    },
+    partition::writer::Replicated,
+    Error, Result,
+};
+
+/// Bytes of applied transactions each owner's source keeps for a failover's catching up.
+const RECENT_BYTES: usize = 64 << 20;
+/// Refused ranges kept per owner.
+const REFUSED_KEPT: usize = 1024;
+
+/// What a copy answers a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receipt {
+    /// Everything of the owner's log before `position` is durable here.
+    Held {
+        /// Where this node's copy of the owner's log ends.
+        position: u64,
+    },
+    /// The frame does not follow what this node holds from that owner (it missed frames, or
+    /// it restarted and knows nothing of the owner's log), or a failover sealed the owner: the
+    /// owner must not count this copy.
+    Behind {
+        /// Where this node's copy of the owner's log ends, if it knows.
+        position: Option<u64>,
+    },
+}
+
+/// One of an owner's transactions received and durable here.
+#[derive(Debug)]
+struct Tentative {
+    /// The transaction as the owner logged it (its LSNs are the owner's).
+    tx: LoggedTx,
+    /// Its body as logged, for another copy's catching up.
+    body: Vec<u8>,
+    /// Where this node logged it.
+    local_lsn: u64,
+    local_end: u64,
+}
+
+/// What this node holds of one owner's log.
+#[derive(Debug, Default)]
+struct Source {
+    /// Where this node's copy of the owner's log ends (`None`: nothing received since start).
+    position: Option<u64>,
+    /// Received, not applied yet: in the owner's log order.
+    tentative: VecDeque<Tentative>,
+    /// Applied lately, `(lsn, partition, body)`, in log order, at most [`RECENT_BYTES`].
+    recent: VecDeque<(u64, u32, Vec<u8>)>,
+    recent_bytes: usize,
+    /// `recent` and `tentative` hold every transaction received from here on.
+    since: Option<u64>,
+    /// The ranges the owner said were refused.
+    refused: Vec<(u64, u64)>,
+    /// The owner's epoch of each partition.
+    epochs: HashMap<u32, u64>,
+    /// A failover sealed the owner: no frame of its is taken any more.
+    sealed: bool,
+}
+
+impl Source {
+    fn refused(&self, lsn: u64) -> bool {
+        self.refused.iter().any(|(from, to)| *from <= lsn && lsn < *to)
+    }
+
+    fn learn(&mut self, frame: &Frame) {
+        for range in &frame.refused {
+            if !self.refused.contains(range) {
+                if self.refused.len() == REFUSED_KEPT {
+                    self.refused.remove(0);
+                }
+                self.refused.push(*range);
+            }
+        }
+        self.epochs.extend(frame.epochs.iter().copied());
+    }
+
+    /// Keeps an applied transaction for a failover's catching up, dropping the oldest past the
+    /// bound.
+    fn remember(&mut self, tx: &LoggedTx, body: Vec<u8>) {
+        self.recent_bytes += body.len();
+        self.recent.push_back((tx.lsn, tx.partition, body));
+        while self.recent_bytes > RECENT_BYTES {
+            let Some((lsn, _, body)) = self.recent.pop_front() else { break };
+            self.recent_bytes -= body.len();
+            self.since = Some(lsn + 1);
+        }
+    }
+}
+
+/// The owners this node keeps copies for, by node id.
+#[derive(Debug, Default)]
+pub struct Sources(Mutex<HashMap<String, Arc<Mutex<Source>>>>);
+
+impl Sources {
+    fn of(&self, owner: &str) -> Arc<Mutex<Source>> {
+        let mut sources = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(sources.entry(owner.to_owned()).or_default())
+    }
+}
+
+fn lock(source: &Mutex<Source>) -> MutexGuard<'_, Source> {
+    source.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Where the transactions a copy applies go: the partition's writer, with where to answer once
+/// they are applied (`None`: no one waits).
+pub type Apply<'a> = dyn FnMut(u32, Vec<Replicated>, Option<oneshot::Sender<Result<()>>>) -> Result<()> + 'a;
+
+/// Takes `frame` from `owner` in: appends its transactions to `log` and makes them durable,
+/// cancels those of refused ranges, and hands those before the owner's commit to `apply`
+/// (grouped by partition, in order). `partitions`: the store's count, which every transaction's
+/// partition must be below.
+pub fn receive(
+    sources: &Sources,
+    owner: &str,
+    frame: Frame,
+    log: &CommitLog,
+    partitions: u32,
+    apply: &mut Apply<'_>,
+) -> Result<Receipt> {
+    let source = sources.of(owner);
+    let mut source = lock(&source);
+    match (frame.new_stream, source.position) {
+        (_, position) if source.sealed => return Ok(Receipt::Behind { position }),
+        (true, _) => {
+            source.position = Some(frame.from);
+            source.since = Some(frame.from);
+        }
+        // Held already (an answer that was lost, or a frame that only says the commit moved).
+        (false, Some(position)) if frame.to <= position => {
+            source.learn(&frame);
+            settle(&mut source, frame.commit, log, apply)?;
+            return Ok(Receipt::Held { position });
+        }
+        (false, Some(position)) if frame.from == position => {}
+        (false, position) => return Ok(Receipt::Behind { position }),
+    }
+    take_in(&mut source, owner, &frame, log, partitions)?;
+    source.position = Some(frame.to);
+    source.learn(&frame);
+    // On a new stream the owner's own replay applied what its log held: so does this copy.
+    let commit = if frame.new_stream { frame.to } else { frame.commit };
+    settle(&mut source, commit, log, apply)?;
+    Ok(Receipt::Held { position: frame.to })
+}
+
+/// Appends the frame's transactions to `log` as tentative ones and makes them durable.
+fn take_in(source: &mut Source, owner: &str, frame: &Frame, log: &CommitLog, partitions: u32) -> Result<()> {
+    let mut end = None;
+    for (lsn, body) in &frame.txs {
+        let raw = Raw { lsn: *lsn, body };
+        let tx = match raw.decode() {
+            Some(Record::Tx(tx)) if tx.partition < partitions => tx,
+            _ => return Err(Error::Replication(format!("the transaction at {lsn} of `{owner}`'s log is malformed"))),
+        };
+        let (local_lsn, local_end) = log.append(&raw.to_body())?;
+        source.tentative.push_back(Tentative { tx, body: body.clone(), local_lsn, local_end });
+        end = Some(local_end);
+    }
+    match end {
+        Some(end) => log.wait_local(end),
+        None => Ok(()),
+    }
+}
+
+/// Applies the tentative transactions before `commit` that were not refused (those are
+/// cancelled here).
+fn settle(source: &mut Source, commit: u64, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
+    let mut ready = Vec::new();
+    while source.tentative.front().is_some_and(|t| t.tx.lsn < commit) {
+        ready.push(source.tentative.pop_front().expect("looked at"));
+    }
+    apply_in_order(source, ready, log, apply, None)
+}
+
+/// Applies `ready` (in log order) but the refused ones, which are cancelled here; `done` is
+/// answered once the last partition's are applied.
+fn apply_in_order(
+    source: &mut Source,
+    ready: Vec<Tentative>,
+    log: &CommitLog,
+    apply: &mut Apply<'_>,
+    done: Option<oneshot::Sender<Result<()>>>,
+) -> Result<()> {
+    let mut groups: Vec<(u32, Vec<Replicated>)> = Vec::new();
+    for Tentative { tx, body, local_lsn, local_end } in ready {
+        if source.refused(tx.lsn) {
+            log.append(&Body::cancel(tx.partition, local_lsn))?;
+            continue;
+        }
+        source.remember(&tx, body);
+        let partition = tx.partition;
+        let replicated = Replicated { tx, local_end };
+        match groups.iter_mut().find(|(p, _)| *p == partition) {
+            Some((_, txs)) => txs.push(replicated),
+            None => groups.push((partition, vec![replicated])),
+        }
+    }
+    let last = groups.len().saturating_sub(1);
+    let mut done = done;
+    for (i, (partition, txs)) in groups.into_iter().enumerate() {
+        apply(partition, txs, if i == last { done.take() } else { None })?;
+    }
+    if let Some(done) = done {
+        let _ = done.send(Ok(()));
+    }
+    Ok(())
+}
+
+/// Seals `owner` (a failover: it is dead) so that no frame of its is taken any more; where this
+/// node's copy of its log ends.
+pub fn seal(sources: &Sources, owner: &str) -> Option<u64> {
+    let source = sources.of(owner);
+    let mut source = lock(&source);
+    source.sealed = true;
+    source.position
+}
+
+/// The transactions of `partition` this node holds from `owner`'s log at or after `after`, as a
+/// frame up to its position, with the ranges refused: what a copy at `after` lacks.
+pub fn tail(sources: &Sources, owner: &str, partition: u32, after: u64) -> Result<Frame> {
+    let source = sources.of(owner);
+    let source = lock(&source);
+    let (Some(position), Some(since)) = (source.position, source.since) else {
+        return Err(Error::Replication(format!("this node holds nothing of `{owner}`'s log")));
+    };
+    if after < since || after > position {
+        return Err(Error::Replication(format!(
+            "this node holds `{owner}`'s log from {since} to {position}, not from {after}"
+        )));
+    }
+    let recent = source.recent.iter().map(|(lsn, p, body)| (*lsn, *p, body));
+    let tentative = source.tentative.iter().map(|t| (t.tx.lsn, t.tx.partition, &t.body));
+    let txs = recent
+        .chain(tentative)
+        .filter(|(lsn, p, _)| *p == partition && *lsn >= after)
+        .map(|(lsn, _, body)| (lsn, body.clone()))
+        .collect();
+    let epochs = source.epochs.get(&partition).map(|e| vec![(partition, *e)]).unwrap_or_default();
+    Ok(Frame { from: after, to: position, commit: 0, new_stream: false, refused: source.refused.clone(), epochs, txs })
+}
+
+/// Takes in `frame`, the tail of a more advanced copy of `partition` ([`tail`]), for the sealed
+/// `owner`, then applies every transaction of `partition` held from it; `done` is answered once
+/// they are applied.
+pub fn catch_up(
+    sources: &Sources,
+    owner: &str,
+    partition: u32,
+    frame: Frame,
+    log: &CommitLog,
+    apply: &mut Apply<'_>,
+    done: oneshot::Sender<Result<()>>,
+) -> Result<()> {
+    let source = sources.of(owner);
+    let mut source = lock(&source);
+    if !source.sealed {
+        return Err(Error::Replication(format!("`{owner}` is not sealed here: a catching up is a failover's")));
+    }
+    let position = source.position.unwrap_or(0);
+    let mut missing = frame.clone();
+    missing.txs.retain(|(lsn, body)| *lsn >= position && Raw { lsn: *lsn, body }.partition() == Some(partition));
+    take_in(&mut source, owner, &missing, log, partition + 1)?;
+    source.learn(&frame);
+    promote_held(&mut source, partition, log, apply, done)
+}
+
+/// Applies every transaction of `partition` held from the sealed `owner`, this node becoming its
+/// owner; `done` is answered once they are applied. The owner's epoch of the partition, if a
+/// frame said it.
+pub fn promote(
+    sources: &Sources,
+    owner: &str,
+    partition: u32,
+    log: &CommitLog,
+    apply: &mut Apply<'_>,
+    done: oneshot::Sender<Result<()>>,
+) -> Result<Option<u64>> {
+    let source = sources.of(owner);
+    let mut source = lock(&source);
+    if !source.sealed {
+        return Err(Error::Replication(format!("`{owner}` is not sealed here: seal it first (a failover)")));
+    }
+    promote_held(&mut source, partition, log, apply, done)?;
+    Ok(source.epochs.get(&partition).copied())
+}
+
+/// Applies every tentative transaction of `partition`, in log order, but the refused ones.
+fn promote_held(
+    source: &mut Source,
+    partition: u32,
+    log: &CommitLog,
+    apply: &mut Apply<'_>,
+    done: oneshot::Sender<Result<()>>,
+) -> Result<()> {
+    let (ready, kept): (Vec<Tentative>, Vec<Tentative>) =
+        source.tentative.drain(..).partition(|t| t.tx.partition == partition);
+    source.tentative = kept.into();
+    apply_in_order(source, ready, log, apply, Some(done))
+}

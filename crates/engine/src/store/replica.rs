@@ -1,0 +1,96 @@
+//! The store in a cluster with replicas (docs/cluster.md, "Replicas"): as an owner, its commit
+//! log hands each flush to the cluster's replicator; as a copy, it takes the owners' frames in.
+
+use std::sync::Arc;
+
+use super::Store;
+use crate::{
+    commitlog::Replicate,
+    partition::writer::{Adopt, Job, Replicated},
+    replication::{self, Frame, Receipt},
+    Error, Result,
+};
+
+impl Store {
+    /// Has the commit log hand every later flush to `replicator`, whose answer writers then
+    /// wait for. Refused without a commit log (`synchronous = full`, `commit_log` on).
+    pub fn replicate_with(&self, replicator: Arc<dyn Replicate>) -> Result<()> {
+        self.log.as_ref().ok_or_else(no_log)?.set_replicator(replicator);
+        Ok(())
+    }
+
+    /// The epoch partition `partition`'s versions carry here: what a copy made owner keeps.
+    pub fn epoch_of(&self, partition: u32) -> Result<u64> {
+        Ok(self.partition(partition)?.epoch())
+    }
+
+    /// Where this node's commit log ends: the owner's position in its own log, which its copies
+    /// hold up to once every flush before now has been acknowledged. `None` without a log.
+    pub fn log_position(&self) -> Option<u64> {
+        self.log.as_deref().map(crate::commitlog::CommitLog::end)
+    }
+
+    /// Takes in a frame of `owner`'s transactions for the copies this node keeps; once it
+    /// answers [`Receipt::Held`], they are durable here.
+    pub fn receive(&self, owner: &str, frame: Frame) -> Result<Receipt> {
+        let log = self.log.as_deref().ok_or_else(no_log)?;
+        replication::receive(&self.sources, owner, frame, log, self.manifest.partitions, &mut |p, txs, reply| {
+            self.apply(p, txs, reply)
+        })
+    }
+
+    /// Seals the dead `owner` (a failover): no frame of its is taken any more. Where this
+    /// node's copy of its log ends, if it received any.
+    pub fn seal(&self, owner: &str) -> Option<u64> {
+        replication::seal(&self.sources, owner)
+    }
+
+    /// What a copy of `partition` at `after` in `owner`'s log lacks, from this node's copy.
+    pub fn tail(&self, owner: &str, partition: u32, after: u64) -> Result<Frame> {
+        self.partition(partition)?;
+        replication::tail(&self.sources, owner, partition, after)
+    }
+
+    /// Brings this node's copy of `partition` up to date with `frame`, the tail of a more
+    /// advanced copy (a failover of the sealed `owner`): every transaction held is applied.
+    pub fn catch_up(&self, owner: &str, partition: u32, frame: Frame) -> Result<()> {
+        self.partition(partition)?;
+        let log = self.log.as_deref().ok_or_else(no_log)?;
+        let (done, applied) = oneshot::channel();
+        replication::catch_up(
+            &self.sources,
+            owner,
+            partition,
+            frame,
+            log,
+            &mut |p, txs, r| self.apply(p, txs, r),
+            done,
+        )?;
+        applied.recv().map_err(|_| Error::Closed)?
+    }
+
+    /// Makes this node's copy of `partition` its own (a failover of the sealed `owner`): every
+    /// transaction held is applied, and the partition keeps the owner's epoch, so every tag
+    /// the owner gave stays valid. Its live records.
+    pub fn promote(&self, owner: &str, partition: u32) -> Result<u64> {
+        let counters = &self.partition(partition)?.counters;
+        let log = self.log.as_deref().ok_or_else(no_log)?;
+        let (done, applied) = oneshot::channel();
+        let epoch =
+            replication::promote(&self.sources, owner, partition, log, &mut |p, txs, r| self.apply(p, txs, r), done)?;
+        applied.recv().map_err(|_| Error::Closed)??;
+        let epoch = epoch.unwrap_or(0);
+        self.shared.control(partition, |reply| Job::Adopt { partition, step: Adopt::Keep { epoch }, reply })??;
+        Ok(counters.records.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Hands a copy's transactions to the partition's writer.
+    fn apply(&self, partition: u32, txs: Vec<Replicated>, reply: Option<oneshot::Sender<Result<()>>>) -> Result<()> {
+        let job = Job::Replicated { partition, txs, reply };
+        self.shared.queue(partition)?.send(job).map_err(|_| Error::Closed)
+    }
+}
+
+fn no_log() -> Error {
+    Error::Replication("replicas need the commit log: synchronous = full and commit_log on".into())
+}

@@ -1,0 +1,242 @@
+//! Replication through the commit log, on real stores: each flush of an owner's log goes to a
+//! copy (here directly, in this process; between nodes the cluster's HTTP carries the same
+//! frames, `crates/shardlite/tests/cluster/replicas.rs`), which makes it durable and applies what
+//! the owner committed. The copy ends with the owner's records, ids and counters; a flush the
+//! copies refuse is answered `Unreplicated`, rolled back, and applied by no one, not even by the
+//! owner's replay after a crash.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    mpsc, Arc, Mutex,
+};
+
+use common::{crash_copy, key, partitions, small_config, value};
+use shardlite_engine::{
+    commitlog::{Replicate, Shipment},
+    replication::{Frame, Receipt},
+    Condition, Config, Error, Op, Store, Synchronous,
+};
+
+/// Ships each flush to `copies` from a thread of its own, in order, but to the copies made
+/// deaf; with `refuse` set, the copies get it but the shipment is refused (as when too few
+/// copies answered in time).
+#[derive(Debug)]
+struct Direct {
+    shipments: Mutex<mpsc::Sender<Shipment>>,
+    copies: Vec<(Arc<Store>, AtomicBool)>,
+    refuse: AtomicBool,
+    sent: Mutex<Sent>,
+}
+
+/// What the next frame says: the owner's commit point, the ranges refused so far, whether it
+/// is the first, and the owner's epoch of each partition.
+#[derive(Debug, Default)]
+struct Sent {
+    commit: u64,
+    refused: Vec<(u64, u64)>,
+    first: bool,
+    epochs: Vec<(u32, u64)>,
+}
+
+/// A record as `(id, counter, key, value)`.
+type Held = (u64, u64, Vec<u8>, Vec<u8>);
+
+impl Direct {
+    fn new(owner: &Store, copies: &[&Arc<Store>]) -> Arc<Self> {
+        let (shipments, arriving) = mpsc::channel::<Shipment>();
+        let epochs = (0..owner.manifest().partitions).map(|p| (p, owner.epoch_of(p).unwrap())).collect();
+        let sent = Mutex::new(Sent { first: true, epochs, ..Sent::default() });
+        let copies = copies.iter().map(|c| (Arc::clone(c), AtomicBool::new(false))).collect();
+        let direct = Arc::new(Self { shipments: Mutex::new(shipments), copies, refuse: AtomicBool::new(false), sent });
+        let shipping = Arc::downgrade(&direct);
+        std::thread::spawn(move || {
+            while let (Ok(shipment), Some(direct)) = (arriving.recv(), shipping.upgrade()) {
+                direct.deliver(shipment);
+            }
+        });
+        owner.replicate_with(Arc::clone(&direct) as Arc<dyn Replicate>).unwrap();
+        direct
+    }
+
+    /// Sends every copy that is not deaf the frame; each must hold it.
+    fn send(&self, from: u64, to: u64, txs: Vec<(u64, Vec<u8>)>) {
+        let mut sent = self.sent.lock().unwrap();
+        let frame = Frame {
+            from,
+            to,
+            commit: sent.commit,
+            new_stream: sent.first,
+            refused: sent.refused.clone(),
+            epochs: sent.epochs.clone(),
+            txs,
+        };
+        sent.first = false;
+        for (copy, deaf) in &self.copies {
+            if !deaf.load(Ordering::SeqCst) {
+                assert_eq!(copy.receive("owner", frame.clone()).unwrap(), Receipt::Held { position: to });
+            }
+        }
+    }
+
+    /// An empty frame saying the owner's log is committed up to `at`: the copies apply the rest.
+    fn settle(&self, at: u64) {
+        self.sent.lock().unwrap().commit = at;
+        self.send(at, at, Vec::new());
+        for (copy, _) in &self.copies {
+            copy.check().unwrap();
+        }
+    }
+
+    fn deliver(&self, shipment: Shipment) {
+        let txs = shipment.transactions().map(|raw| (raw.lsn, raw.body.to_vec())).collect();
+        self.send(shipment.from, shipment.to, txs);
+        let mut sent = self.sent.lock().unwrap();
+        sent.commit = shipment.to;
+        if self.refuse.load(Ordering::SeqCst) {
+            sent.refused.push((shipment.from, shipment.to));
+            drop(sent);
+            shipment.done(Err("refused by the test".into()));
+        } else {
+            drop(sent);
+            shipment.done(Ok(()));
+        }
+    }
+}
+
+impl Replicate for Direct {
+    fn ship(&self, shipment: Shipment) {
+        self.shipments.lock().unwrap().send(shipment).unwrap();
+    }
+}
+
+fn durable() -> Config {
+    Config { synchronous: Synchronous::Full, ..small_config() }
+}
+
+/// Every record of every partition as `(id, counter, key, value)`, in id order.
+fn records(store: &Store) -> Vec<Vec<Held>> {
+    (0..store.manifest().partitions)
+        .map(|p| {
+            let mut out = Vec::new();
+            store
+                .snapshot(p, |r| {
+                    out.push((r.version.id, r.version.counter, r.key.to_vec(), r.value.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+            out
+        })
+        .collect()
+}
+
+#[test]
+fn a_copy_ends_with_the_owners_records_and_never_applies_a_refused_flush() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
+    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
+    let direct = Direct::new(&owner, &[&copy]);
+
+    for i in 0..200 {
+        owner.put(&key(i), value(i, 1), Condition::None).unwrap();
+    }
+    for i in (0..200).step_by(3) {
+        owner.put(&key(i), value(i, 2), Condition::None).unwrap();
+    }
+    for i in (0..200).step_by(7) {
+        owner.delete(&key(i), Condition::None).unwrap();
+    }
+    // A key written and deleted in one transaction, and one deleted and written again.
+    let ops = vec![
+        Op::Put { key: key(500), value: value(500, 1), condition: Condition::None },
+        Op::Delete { key: key(500), condition: Condition::None },
+        Op::Delete { key: key(1), condition: Condition::None },
+        Op::Put { key: key(1), value: value(1, 9), condition: Condition::None },
+    ];
+    assert!(owner.batch(ops).unwrap().iter().all(Result::is_ok));
+    let end = owner.put(&key(600), value(600, 1), Condition::None).unwrap();
+    direct.settle(log_end(&owner));
+    assert_same(&copy, &owner, "the copy holds the owner's records, ids and counters");
+    assert_eq!(copy.get(&key(3)).unwrap().unwrap().value, value(3, 2), "the copy's index and cache follow");
+    assert!(copy.check().unwrap().iter().all(|c| c.is_ok()), "{:?}", copy.check());
+
+    direct.refuse.store(true, Ordering::SeqCst);
+    let refused = owner.put(&key(600), value(600, 2), Condition::None);
+    assert!(matches!(refused, Err(Error::Unreplicated(_))), "{refused:?}");
+    assert_eq!(owner.get(&key(600)).unwrap().unwrap().version, end.version, "rolled back on the owner");
+    direct.refuse.store(false, Ordering::SeqCst);
+    let after = owner.put(&key(600), value(600, 3), Condition::None).unwrap();
+    assert_eq!(after.version.counter, 2, "the refused write took nothing: not poisoned, the counter free");
+    direct.settle(log_end(&owner));
+    assert_same(&copy, &owner, "the copy never applied the refused write");
+
+    // The owner's own replay after a crash skips the refused write too (it was cancelled).
+    crash_copy(dirs.0.path(), &dirs.2.path().join("crashed"));
+    let reopened = Store::open(dirs.2.path().join("crashed"), durable()).unwrap();
+    assert_eq!(reopened.get(&key(600)).unwrap().unwrap().value, value(600, 3));
+    assert_same(&reopened, &owner, "the owner's replay");
+}
+
+/// Fails naming the first record where `a` and `b` differ, partition by partition.
+fn assert_same(a: &Store, b: &Store, what: &str) {
+    for (p, (a, b)) in records(a).iter().zip(records(b)).enumerate() {
+        let differs = a.iter().zip(&b).position(|(x, y)| x != y);
+        let first = differs.map(|at| (at, &a[at], &b[at]));
+        assert!(
+            a.len() == b.len() && first.is_none(),
+            "{what}: partition {p}: {} vs {} records; first difference {first:?}",
+            a.len(),
+            b.len()
+        );
+    }
+}
+
+/// Where the owner's log ends now (a write's flush just ended there).
+fn log_end(store: &Store) -> u64 {
+    store.log_position().unwrap()
+}
+
+/// The owner dies with one copy (`b`) a few flushes behind the other (`a`): sealed, `a` is the
+/// more advanced, becomes the owner of every partition with the owner's records, ids, counters
+/// and tags, and `b` takes what it lacks from `a`'s tail: both end with the owner's records.
+#[test]
+fn a_failover_promotes_the_most_advanced_copy_and_brings_the_other_up_to_it() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
+    let a = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
+    let b = Arc::new(Store::create(dirs.2.path(), partitions(4), durable()).unwrap());
+    let direct = Direct::new(&owner, &[&a, &b]);
+    for i in 0..100 {
+        owner.put(&key(i), value(i, 1), Condition::None).unwrap();
+    }
+    direct.copies[1].1.store(true, Ordering::SeqCst);
+    for i in (0..100).step_by(5) {
+        owner.put(&key(i), value(i, 2), Condition::None).unwrap();
+        owner.delete(&key(i + 1), Condition::None).unwrap();
+        owner.put(&key(1000 + i), value(1000 + i, 1), Condition::None).unwrap();
+    }
+
+    // The owner is dead: nothing more reaches the copies. Sealed, they take no frame of its.
+    let (at_a, at_b) = (a.seal("owner").unwrap(), b.seal("owner").unwrap());
+    assert!(at_a > at_b, "b missed the last flushes");
+    let late = Frame { from: at_a, to: at_a, ..Frame::default() };
+    assert_eq!(a.receive("owner", late).unwrap(), Receipt::Behind { position: Some(at_a) });
+    for p in 0..4 {
+        let records = a.promote("owner", p).unwrap();
+        assert_eq!(records, owner.stats().partitions[p as usize].records, "partition {p}");
+        b.catch_up("owner", p, a.tail("owner", p, at_b).unwrap()).unwrap();
+    }
+    assert_same(&a, &owner, "the promoted copy");
+    assert_same(&b, &owner, "the copy brought up to date");
+    for i in (0..100).chain(1000..1100) {
+        let (before, after) = (owner.get(&key(i)).unwrap(), a.get(&key(i)).unwrap());
+        assert_eq!(before.map(|r| r.version), after.map(|r| r.version), "key {i}: the owner's tag stays valid");
+    }
+    assert!(a.check().unwrap().iter().chain(&b.check().unwrap()).all(|c| c.is_ok()));
+    let next = a.put(&key(0), value(0, 3), Condition::None).unwrap();
+    assert_eq!(next.version.counter, 3, "the new owner goes on from the owner's counter");
+    assert!(a.tail("owner", 0, at_a + 1).is_err(), "a tail past what the copy holds is refused");
+    assert!(a.tail("elsewhere", 0, 0).is_err(), "nothing held of another node's log");
+}
