@@ -129,6 +129,12 @@ error_codes! {
     FailoverFailed = "failover_failed",
     /// 409 (`/admin/takeover`): the partition's owner is alive, or not the node named.
     FailoverRefused = "failover_refused",
+    /// 503: with replicas, too few copies held the write in time; it was rolled back.
+    Unreplicated = "unreplicated",
+    /// 409 (`/admin/replicate`): a frame that does not follow what the copy holds.
+    CopyBehind = "copy_behind",
+    /// 413 (`/admin/replicate`): a replication frame over its limit.
+    FrameTooLarge = "frame_too_large",
 }
 
 impl std::fmt::Display for ErrorCode {

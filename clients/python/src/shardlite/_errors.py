@@ -56,6 +56,9 @@ __all__ = [
     "Fenced",
     "FailoverFailed",
     "FailoverRefused",
+    "Unreplicated",
+    "CopyBehind",
+    "FrameTooLarge",
     "CODES",
     "server_error",
 ]
@@ -369,6 +372,24 @@ class FailoverRefused(ServerError):
     code = "failover_refused"
 
 
+class Unreplicated(Unavailable):
+    """503: with replicas, too few copies held the write in time; it was rolled back."""
+
+    code = "unreplicated"
+
+
+class CopyBehind(ServerError):
+    """409 (``/admin/replicate``): a frame that does not follow what the copy holds."""
+
+    code = "copy_behind"
+
+
+class FrameTooLarge(ServerError):
+    """413 (``/admin/replicate``): a replication frame over its limit."""
+
+    code = "frame_too_large"
+
+
 #: Every known code and its class.
 CODES: Dict[str, Type[ServerError]] = {
     cls.code: cls
@@ -415,6 +436,9 @@ CODES: Dict[str, Type[ServerError]] = {
         Fenced,
         FailoverFailed,
         FailoverRefused,
+        Unreplicated,
+        CopyBehind,
+        FrameTooLarge,
     )
 }
 

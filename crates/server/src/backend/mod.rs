@@ -19,11 +19,11 @@ pub mod figures;
 pub mod sqlite;
 pub(crate) mod starting;
 
-use std::{future::Future, path::PathBuf, pin::Pin};
+use std::{future::Future, path::PathBuf, pin::Pin, sync::Arc};
 
 use shardlite_engine::{
-    backup::BackupOptions, transfer::Received, CompactReport, MovePart, Op, Outcome, PartitionCheck, Record, Version,
-    MAX_KEY_LEN,
+    backup::BackupOptions, commitlog::Replicate, replication::Receipt, transfer::Received, CompactReport, MovePart, Op,
+    Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN,
 };
 
 use backup_status::BackupStatus;
@@ -110,6 +110,9 @@ pub enum BackendError {
     /// This backend does not serve the operation at all.
     #[error("{0}")]
     NotImplemented(String),
+    /// Too few copies held the write in time: it was rolled back, and may be retried.
+    #[error("{0}")]
+    Unreplicated(String),
 }
 
 fn condition_failed(current: &Option<Version>) -> String {
@@ -223,6 +226,59 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn depart(&self, partition: u32, step: Departure) -> BoxFuture<'_, BackendResult<u64>> {
         let _ = (partition, step);
         Box::pin(async move { Err(self.no_moves()) })
+    }
+
+    /// Has every later commit wait until `replicator` says enough copies hold it (this node
+    /// owning partitions of a cluster with replicas).
+    fn replicate_with(&self, replicator: Arc<dyn Replicate>) -> BackendResult<()> {
+        let _ = replicator;
+        Err(self.no_replicas())
+    }
+
+    /// Takes in a frame of `owner`'s transactions for the copies this node keeps (the bytes
+    /// of a [`shardlite_engine::replication::Frame`]); resolves once they are durable here.
+    fn receive(&self, owner: String, frame: bytes::Bytes) -> BoxFuture<'_, BackendResult<Receipt>> {
+        let _ = (owner, frame);
+        Box::pin(async move { Err(self.no_replicas()) })
+    }
+
+    /// The epoch `partition`'s versions carry here (a copy made owner keeps it); `None`: none
+    /// to keep.
+    fn partition_epoch(&self, partition: u32) -> Option<u64> {
+        let _ = partition;
+        None
+    }
+
+    /// Seals the dead `owner` (a failover): no frame of its is taken any more. Resolves to
+    /// where this node's copy of its log ends, if it received any.
+    fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Option<u64>>> {
+        let _ = owner;
+        Box::pin(async move { Err(self.no_replicas()) })
+    }
+
+    /// What a copy of `partition` at `after` in `owner`'s log lacks: a frame's bytes.
+    fn tail(&self, owner: String, partition: u32, after: u64) -> BoxFuture<'_, BackendResult<bytes::Bytes>> {
+        let _ = (owner, partition, after);
+        Box::pin(async move { Err(self.no_replicas()) })
+    }
+
+    /// Brings this node's copy of `partition` up to date with `frame` (the bytes of a more
+    /// advanced copy's tail) for the sealed `owner`.
+    fn catch_up(&self, owner: String, partition: u32, frame: bytes::Bytes) -> BoxFuture<'_, BackendResult<()>> {
+        let _ = (owner, partition, frame);
+        Box::pin(async move { Err(self.no_replicas()) })
+    }
+
+    /// Makes this node's copy of `partition` its own, for the sealed `owner`; resolves to its
+    /// live records.
+    fn promote(&self, owner: String, partition: u32) -> BoxFuture<'_, BackendResult<u64>> {
+        let _ = (owner, partition);
+        Box::pin(async move { Err(self.no_replicas()) })
+    }
+
+    /// What a backend that cannot keep copies answers.
+    fn no_replicas(&self) -> BackendError {
+        BackendError::NotImplemented(format!("the {} backend does not keep copies for other nodes", self.name()))
     }
 
     /// What a backend that cannot move partitions answers.

@@ -6,8 +6,12 @@ use std::{path::PathBuf, sync::Arc};
 
 use bytes::Bytes;
 use shardlite_engine::{
-    backup::BackupOptions, bin_format, transfer::Received, Adoption, CompactReport, Error as EngineError, MovePart, Op,
-    Outcome, PartitionCheck, Record, Store,
+    backup::BackupOptions,
+    bin_format,
+    commitlog::Replicate,
+    replication::{Frame, Receipt},
+    transfer::Received,
+    Adoption, CompactReport, Error as EngineError, MovePart, Op, Outcome, PartitionCheck, Record, Store,
 };
 
 use super::{
@@ -173,6 +177,52 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn replicate_with(&self, replicator: Arc<dyn Replicate>) -> BackendResult<()> {
+        Ok(self.store.replicate_with(replicator)?)
+    }
+
+    fn receive(&self, owner: String, frame: Bytes) -> BoxFuture<'_, BackendResult<Receipt>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            let frame = Frame::decode(&frame)?;
+            let receive = move || store.receive(&owner, frame);
+            Ok(tokio::task::spawn_blocking(receive).await.map_err(|e| BackendError::Internal(e.to_string()))??)
+        })
+    }
+
+    fn partition_epoch(&self, partition: u32) -> Option<u64> {
+        self.store.epoch_of(partition).ok()
+    }
+
+    fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Option<u64>>> {
+        Box::pin(async move { Ok(self.store.seal(&owner)) })
+    }
+
+    fn tail(&self, owner: String, partition: u32, after: u64) -> BoxFuture<'_, BackendResult<Bytes>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            let tail = move || store.tail(&owner, partition, after).map(|frame| Bytes::from(frame.encode()));
+            Ok(tokio::task::spawn_blocking(tail).await.map_err(|e| BackendError::Internal(e.to_string()))??)
+        })
+    }
+
+    fn catch_up(&self, owner: String, partition: u32, frame: Bytes) -> BoxFuture<'_, BackendResult<()>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            let frame = Frame::decode(&frame)?;
+            let catch_up = move || store.catch_up(&owner, partition, frame);
+            Ok(tokio::task::spawn_blocking(catch_up).await.map_err(|e| BackendError::Internal(e.to_string()))??)
+        })
+    }
+
+    fn promote(&self, owner: String, partition: u32) -> BoxFuture<'_, BackendResult<u64>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            let promote = move || store.promote(&owner, partition);
+            Ok(tokio::task::spawn_blocking(promote).await.map_err(|e| BackendError::Internal(e.to_string()))??)
+        })
+    }
+
     fn depart(&self, partition: u32, step: Departure) -> BoxFuture<'_, BackendResult<u64>> {
         let store = Arc::clone(&self.store);
         Box::pin(async move {
@@ -300,6 +350,8 @@ impl From<EngineError> for BackendError {
             err @ EngineError::Corrupt { .. } => Self::Corrupt(err.to_string()),
             err @ EngineError::Io { .. } => Self::Io(err.to_string()),
             err @ EngineError::Sqlite(_) => Self::Sqlite(err.to_string()),
+            err @ EngineError::Unreplicated(_) => Self::Unreplicated(err.to_string()),
+            err @ EngineError::Replication(_) => Self::BadQuery(err.to_string()),
             // Manifest, Config and any variant added later: none is the client's doing.
             err => Self::Internal(err.to_string()),
         }

@@ -8,8 +8,10 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
+use bytes::Bytes;
 use shardlite_engine::{
-    backup::BackupOptions, transfer::Received, CompactReport, MovePart, Op, Outcome, PartitionCheck, Record,
+    backup::BackupOptions, commitlog::Replicate, replication::Receipt, transfer::Received, CompactReport, MovePart, Op,
+    Outcome, PartitionCheck, Record,
 };
 
 use super::{
@@ -80,6 +82,34 @@ impl Backend for Starting {
 
     fn adopt(&self, partition: u32, part: MovePart, chunks: Chunks) -> BoxFuture<'_, BackendResult<Received>> {
         Box::pin(async move { self.opened()?.adopt(partition, part, chunks).await })
+    }
+
+    fn replicate_with(&self, replicator: Arc<dyn Replicate>) -> BackendResult<()> {
+        self.opened()?.replicate_with(replicator)
+    }
+
+    fn receive(&self, owner: String, frame: Bytes) -> BoxFuture<'_, BackendResult<Receipt>> {
+        Box::pin(async move { self.opened()?.receive(owner, frame).await })
+    }
+
+    fn partition_epoch(&self, partition: u32) -> Option<u64> {
+        self.opened().ok()?.partition_epoch(partition)
+    }
+
+    fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Option<u64>>> {
+        Box::pin(async move { self.opened()?.seal(owner).await })
+    }
+
+    fn tail(&self, owner: String, partition: u32, after: u64) -> BoxFuture<'_, BackendResult<Bytes>> {
+        Box::pin(async move { self.opened()?.tail(owner, partition, after).await })
+    }
+
+    fn catch_up(&self, owner: String, partition: u32, frame: Bytes) -> BoxFuture<'_, BackendResult<()>> {
+        Box::pin(async move { self.opened()?.catch_up(owner, partition, frame).await })
+    }
+
+    fn promote(&self, owner: String, partition: u32) -> BoxFuture<'_, BackendResult<u64>> {
+        Box::pin(async move { self.opened()?.promote(owner, partition).await })
     }
 
     fn depart(&self, partition: u32, step: Departure) -> BoxFuture<'_, BackendResult<u64>> {

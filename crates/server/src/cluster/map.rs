@@ -1,5 +1,5 @@
-//! The cluster map document ([`ClusterMap`]): which node owns each partition, at which version,
-//! and what a node's view of the cluster is ([`View`]: the map, the nodes' addresses, which are
+//! The cluster map document ([`ClusterMap`]): which node owns each partition and which nodes
+//! keep copies of it, how many copies a write needs, at which version, and what a node's view of the cluster is ([`View`]: the map, the nodes' addresses, which are
 //! alive). The document is stored in etcd in the form of the data directory's manifest: TOML
 //! followed by `checksum = "<crc32c of every byte before that line>"`, so a torn or hand-edited
 //! map is refused rather than followed (docs/cluster.md, "The map").
@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use shardlite_engine::{manifest, KeyHasher};
 
-/// The map format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest map format this build writes and reads: 2 has `replicas` and `acks`; a map without
+/// replicas is still written as format 1, which older builds read.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Which node owns each partition. Changed only as a whole, by an etcd transaction that
 /// compares the previous version, and every change bumps `version`.
@@ -27,6 +28,26 @@ pub struct ClusterMap {
     pub hash_seed: u64,
     /// The node id owning each partition, by partition number.
     pub owners: Vec<String>,
+    /// The other nodes keeping a copy of each partition, by partition number (empty: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<Vec<String>>,
+    /// The replicas of each partition whose copy lags (a failed-over owner's, a copy a failover
+    /// could not bring up to date): they get no frames and count for no write until they are
+    /// brought up to date.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale: Vec<Vec<String>>,
+    /// How many copies (the owner's included) must hold a write durably before it is
+    /// acknowledged; 1 without replicas.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub acks: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 impl ClusterMap {
@@ -51,9 +72,91 @@ impl ClusterMap {
                 std::iter::repeat_n(node.clone(), run as usize)
             })
             .collect();
-        let map = Self { format_version: FORMAT_VERSION, version: 1, partitions, hash_seed, owners };
+        let map = Self {
+            format_version: 1,
+            version: 1,
+            partitions,
+            hash_seed,
+            owners,
+            replicas: Vec::new(),
+            stale: Vec::new(),
+            acks: 1,
+        };
         map.validate()?;
         Ok(map)
+    }
+
+    /// This map with `copies` copies of each partition (its owner and the `copies - 1` nodes
+    /// after it in `nodes`' order, wrapping round), a write acknowledged once `acks` of them hold
+    /// it. Each node thus keeps copies of the partitions of the nodes before it: none is idle.
+    pub fn with_copies(mut self, nodes: &[String], copies: u32, acks: u32) -> Result<Self, String> {
+        if copies as usize > nodes.len() {
+            return Err(format!("{copies} copies of each partition need at least {copies} nodes, not {}", nodes.len()));
+        }
+        self.replicas = match copies {
+            0 | 1 => Vec::new(),
+            _ => self
+                .owners
+                .iter()
+                .map(|owner| {
+                    let at = nodes.iter().position(|n| n == owner).unwrap_or_default();
+                    (1..copies as usize).map(|i| nodes[(at + i) % nodes.len()].clone()).collect()
+                })
+                .collect(),
+        };
+        self.acks = acks;
+        self.format_version = if self.replicas.is_empty() { 1 } else { FORMAT_VERSION };
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Makes `to` the owner of `partition`; if `to` kept a copy of it, the old owner keeps one
+    /// in its place, so the partition keeps its count of copies (a stale one if `stale`: a dead
+    /// owner's).
+    pub fn give(&mut self, partition: u32, to: &str, stale: bool) {
+        let p = partition as usize;
+        let old = std::mem::replace(&mut self.owners[p], to.to_owned());
+        if let Some(slot) = self.replicas.get_mut(p).and_then(|r| r.iter_mut().find(|n| *n == to)) {
+            *slot = old.clone();
+            self.unstale(partition, to);
+            if stale {
+                self.mark_stale(partition, &old);
+            }
+        }
+    }
+
+    /// Notes that `node`'s copy of `partition` lags.
+    pub fn mark_stale(&mut self, partition: u32, node: &str) {
+        self.stale.resize(self.partitions as usize, Vec::new());
+        let stale = &mut self.stale[partition as usize];
+        if !stale.iter().any(|n| n == node) {
+            stale.push(node.to_owned());
+        }
+    }
+
+    fn unstale(&mut self, partition: u32, node: &str) {
+        if let Some(stale) = self.stale.get_mut(partition as usize) {
+            stale.retain(|n| n != node);
+        }
+        if self.stale.iter().all(Vec::is_empty) {
+            self.stale.clear();
+        }
+    }
+
+    /// The replicas of `partition` whose copy is up to date: those that get its writes.
+    pub fn live_replicas_of(&self, partition: u32) -> Vec<&String> {
+        let stale = self.stale.get(partition as usize);
+        self.replicas_of(partition).iter().filter(|n| !stale.is_some_and(|s| s.contains(n))).collect()
+    }
+
+    /// How many copies each partition has: its owner and its replicas.
+    pub fn copies(&self) -> u32 {
+        1 + self.replicas.first().map_or(0, |r| r.len() as u32)
+    }
+
+    /// The nodes keeping a copy of `partition` besides its owner.
+    pub fn replicas_of(&self, partition: u32) -> &[String] {
+        self.replicas.get(partition as usize).map_or(&[], Vec::as_slice)
     }
 
     /// The document as stored: TOML and its checksum line.
@@ -81,13 +184,49 @@ impl ClusterMap {
         Ok(map)
     }
 
-    /// Refuses a map that does not name one owner per partition.
+    /// Refuses a map that does not name one owner per partition, or whose copies do not add
+    /// up: as many for every partition, none on its owner or twice, `acks` between 1 and them.
     pub fn validate(&self) -> Result<(), String> {
         if self.partitions == 0 || self.owners.len() != self.partitions as usize {
             return Err(format!(
                 "the cluster map names {} owners for {} partitions: it needs one per partition",
                 self.owners.len(),
                 self.partitions
+            ));
+        }
+        if !self.replicas.is_empty() && self.replicas.len() != self.partitions as usize {
+            return Err(format!(
+                "the cluster map names replicas for {} of {} partitions",
+                self.replicas.len(),
+                self.partitions
+            ));
+        }
+        let copies = self.copies();
+        for (p, replicas) in self.replicas.iter().enumerate() {
+            let mut holders: Vec<&String> = replicas.iter().chain([&self.owners[p]]).collect();
+            holders.sort();
+            holders.dedup();
+            if replicas.len() + 1 != copies as usize || holders.len() != copies as usize {
+                return Err(format!(
+                    "partition {p} has copies on {:?} and its owner `{}`: every partition needs {copies} copies on as many nodes",
+                    replicas, self.owners[p]
+                ));
+            }
+        }
+        if !self.stale.is_empty() && self.stale.len() != self.partitions as usize {
+            return Err(format!(
+                "the cluster map names stale copies for {} of {} partitions",
+                self.stale.len(),
+                self.partitions
+            ));
+        }
+        if let Some(p) = (0..self.stale.len()).find(|&p| self.stale[p].iter().any(|n| !self.replicas[p].contains(n))) {
+            return Err(format!("partition {p}: a stale copy on {:?} that is not one of its replicas", self.stale[p]));
+        }
+        if self.acks == 0 || self.acks > copies {
+            return Err(format!(
+                "acks = {} with {copies} copies of each partition: it must be 1 to {copies}",
+                self.acks
             ));
         }
         Ok(())
@@ -141,7 +280,8 @@ impl View {
 
     /// Refuses a view whose map names a node without an address: nothing could reach it.
     pub fn validate(&self) -> Result<(), String> {
-        match self.map.owners.iter().find(|node| !self.addresses.contains_key(*node)) {
+        let named = self.map.owners.iter().chain(self.map.replicas.iter().flatten());
+        match named.into_iter().find(|node| !self.addresses.contains_key(*node)) {
             Some(node) => Err(format!("the cluster map names node `{node}`, which has no address")),
             None => Ok(()),
         }
@@ -187,6 +327,34 @@ mod tests {
         assert!(ClusterMap::parse(&newer.to_text().unwrap()).unwrap_err().contains("upgrade"));
         let short = ClusterMap { owners: nodes(&["a"]), ..map };
         assert!(ClusterMap::parse(&short.to_text().unwrap()).unwrap_err().contains("one per partition"));
+    }
+
+    #[test]
+    fn copies_go_to_the_nodes_after_the_owner_and_must_add_up() {
+        let ids = nodes(&["a", "b", "c"]);
+        let map = ClusterMap::spread(6, 7, &ids).unwrap().with_copies(&ids, 3, 2).unwrap();
+        assert_eq!(map.replicas_of(0), nodes(&["b", "c"]));
+        assert_eq!(map.replicas_of(5), nodes(&["a", "b"]));
+        assert_eq!((map.copies(), map.acks, map.format_version), (3, 2, 2));
+        let text = map.to_text().unwrap();
+        assert!(text.contains("acks = 2") && text.contains("replicas = [["), "{text}");
+        assert_eq!(ClusterMap::parse(&text).unwrap(), map);
+        let two = ClusterMap::spread(6, 7, &ids).unwrap().with_copies(&ids, 2, 2).unwrap();
+        assert_eq!(two.replicas_of(2), nodes(&["c"]));
+        assert!(ClusterMap::spread(6, 7, &ids).unwrap().with_copies(&ids, 4, 2).unwrap_err().contains("4 nodes"));
+        assert!(ClusterMap::spread(6, 7, &ids).unwrap().with_copies(&ids, 3, 4).unwrap_err().contains("acks = 4"));
+        let mut on_owner = map.clone();
+        on_owner.replicas[1] = nodes(&["a", "b"]);
+        assert!(on_owner.validate().unwrap_err().contains("partition 1"));
+        let mut failed_over = map.clone();
+        failed_over.give(0, "b", true);
+        assert_eq!((failed_over.owners[0].as_str(), failed_over.replicas_of(0)), ("b", &nodes(&["a", "c"])[..]));
+        assert_eq!(failed_over.live_replicas_of(0), [&"c".to_owned()], "the dead owner's copy is stale");
+        assert_eq!(ClusterMap::parse(&failed_over.to_text().unwrap()).unwrap(), failed_over);
+        failed_over.give(0, "a", false);
+        assert!(failed_over.stale.is_empty(), "an owner again: its copy is the partition");
+        let single = ClusterMap::spread(6, 7, &ids).unwrap().with_copies(&ids, 1, 1).unwrap();
+        assert_eq!((single.format_version, single.copies()), (1, 1), "no replicas: format 1, as before");
     }
 
     #[test]

@@ -186,6 +186,7 @@ impl From<BackendError> for ApiError {
             BackendError::Overloaded(_) => Self::unavailable("overloaded", message),
             BackendError::Closed => Self::unavailable("closed", message),
             BackendError::Unavailable(_) => Self::unavailable("unavailable", message),
+            BackendError::Unreplicated(_) => Self::unavailable("unreplicated", message),
             BackendError::DiskFull(_) => Self::new(StatusCode::INSUFFICIENT_STORAGE, "disk_full", message),
             BackendError::PartitionFull(_) => Self::new(StatusCode::INSUFFICIENT_STORAGE, "partition_full", message),
             BackendError::Poisoned(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "poisoned", message),

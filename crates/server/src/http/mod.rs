@@ -14,6 +14,7 @@
 //! - `conditional`: `If-Match` and `If-None-Match` against entity tags.
 //! - `metrics`: what the HTTP layer counts between scrapes.
 //! - `forward`: the client that sends a request on to the node owning its partition.
+//! - `replicator`: the owner's side of replication, each flush's frames sent to the copies.
 
 pub mod auth;
 pub(crate) mod body;
@@ -23,6 +24,7 @@ pub(crate) mod forward;
 pub(crate) mod key;
 pub(crate) mod metrics;
 pub mod options;
+pub(crate) mod replicator;
 pub(crate) mod response;
 pub(crate) mod routes;
 pub(crate) mod state;

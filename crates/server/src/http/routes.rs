@@ -44,6 +44,10 @@ pub enum Route {
     /// `/admin/takeover`: POST restores a dead node's partition from its replica and takes it
     /// in, for a failover; role "admin".
     AdminTakeover,
+    /// `/admin/replicate`: POST takes in a frame of an owner's writes for the copies this node
+    /// keeps (or, at a failover, seals a dead owner or brings a copy up to date); GET answers
+    /// what another copy lacks; role "node".
+    AdminReplicate,
     /// Any other path: 404.
     Unknown,
 }
@@ -55,7 +59,7 @@ impl Route {
     /// Every route that serves a path ([`Route::Unknown`] aside): what the OpenAPI description
     /// must describe (the tests of `crate::handlers::openapi` check that it does).
     #[cfg(test)]
-    pub const SERVED: [Route; 17] = [
+    pub const SERVED: [Route; 18] = [
         Route::Kv,
         Route::Batch,
         Route::Keys,
@@ -73,6 +77,7 @@ impl Route {
         Route::AdminMoveRecords,
         Route::AdminAdopt,
         Route::AdminTakeover,
+        Route::AdminReplicate,
     ];
 
     /// The route serving `path`.
@@ -94,6 +99,7 @@ impl Route {
             "/admin/move/records" => Route::AdminMoveRecords,
             "/admin/adopt" => Route::AdminAdopt,
             "/admin/takeover" => Route::AdminTakeover,
+            "/admin/replicate" => Route::AdminReplicate,
             _ if path.starts_with(KV_PREFIX) => Route::Kv,
             _ => Route::Unknown,
         }
@@ -119,6 +125,7 @@ impl Route {
             Route::AdminMoveRecords => "/admin/move/records",
             Route::AdminAdopt => "/admin/adopt",
             Route::AdminTakeover => "/admin/takeover",
+            Route::AdminReplicate => "/admin/replicate",
             Route::Unknown => "unknown",
         }
     }
@@ -134,8 +141,10 @@ impl Route {
             // each key is read.
             Route::Keys | Route::Export | Route::Cluster => Some(Role::Read),
             Route::AdminCheck | Route::AdminBackup | Route::AdminCompact | Route::AdminMove => Some(Role::Admin),
-            // A node's part of a move or a failover: only another node of the cluster asks.
-            Route::AdminMoveRecords | Route::AdminAdopt | Route::AdminTakeover => Some(Role::Node),
+            // A node's part of a move, a failover or replication: only another node asks.
+            Route::AdminMoveRecords | Route::AdminAdopt | Route::AdminTakeover | Route::AdminReplicate => {
+                Some(Role::Node)
+            }
             Route::Stats | Route::Metrics => Some(Role::Metrics),
             Route::Healthz | Route::Readyz | Route::OpenApi | Route::Unknown => None,
         }
@@ -156,6 +165,7 @@ impl Route {
                 (*method == Method::POST, "POST")
             }
             Route::Export | Route::AdminCheck | Route::AdminMoveRecords => (*method == Method::GET, "GET"),
+            Route::AdminReplicate => (matches!(*method, Method::GET | Method::POST), "GET, POST"),
             Route::AdminBackup => (matches!(*method, Method::GET | Method::HEAD | Method::POST), "GET, HEAD, POST"),
             Route::Healthz
             | Route::Readyz
@@ -231,6 +241,7 @@ mod tests {
         assert_eq!(Route::AdminMoveRecords.role(&Method::GET), Some(Role::Node));
         assert_eq!(Route::AdminAdopt.role(&Method::POST), Some(Role::Node));
         assert_eq!(Route::AdminTakeover.role(&Method::POST), Some(Role::Node));
+        assert_eq!(Route::AdminReplicate.role(&Method::POST), Some(Role::Node));
         assert!(Route::Healthz.is_public() && Route::Readyz.is_public() && !Route::Unknown.is_public());
         assert!(Route::OpenApi.is_public());
     }
@@ -258,7 +269,8 @@ mod tests {
             | Route::AdminMove
             | Route::AdminMoveRecords
             | Route::AdminAdopt
-            | Route::AdminTakeover => Route::SERVED.contains(&route),
+            | Route::AdminTakeover
+            | Route::AdminReplicate => Route::SERVED.contains(&route),
             Route::Unknown => !Route::SERVED.contains(&route),
         };
         assert!(Route::SERVED.into_iter().chain([Route::Unknown]).all(listed));

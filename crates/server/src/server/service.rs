@@ -93,6 +93,7 @@ async fn dispatch(state: &Arc<State>, route: Route, req: Request<Incoming>) -> R
         Route::AdminMoveRecords => cluster::moving::records(state, req.uri().query()).await,
         Route::AdminAdopt => cluster::moving::adopt(state, req).await,
         Route::AdminTakeover => cluster::takeover::run(state, req).await,
+        Route::AdminReplicate => cluster::replicate::handle(state, req).await,
         Route::Unknown => Err(ApiError::unknown_route(req.uri().path())),
     }
 }

@@ -99,8 +99,8 @@ async fn run_claimed(
     let done = match failover::fail_over(etcd, client, dead, token).await {
         Ok(report) => {
             for p in &report.partitions {
-                let (partition, to, txid) = (p.partition, &p.to, &p.replica_txid);
-                tracing::info!(dead, partition, %to, records = p.records, replica_txid = %txid,
+                let (partition, to, txid) = (p.partition, &p.to, p.replica_txid.as_deref().unwrap_or("-"));
+                tracing::info!(dead, partition, %to, records = p.records, copy = p.copy, replica_txid = txid,
                     restore_seconds = p.restore_seconds, seconds = p.seconds, "partition taken over");
             }
             let records: u64 = report.partitions.iter().map(|p| p.records).sum();

@@ -131,27 +131,31 @@ impl Etcd {
         let change = |map: &mut ClusterMap| {
             let owner = map.owners.get(partition as usize).context("no such partition in the cluster map")?;
             anyhow::ensure!(owner == from, "node `{from}` does not own partition {partition} in etcd: `{owner}` does");
-            map.owners[partition as usize] = to.to_owned();
+            map.give(partition, to, false);
             Ok(())
         };
         self.change_map(change, Vec::new()).await.with_context(|| format!("giving partition {partition} to `{to}`"))
     }
 
-    /// Gives each partition of `assigned` to its node, taking them from the dead node `dead`,
-    /// in one transaction that fails if the map is no longer at `version` (another failover or
-    /// move won) or `dead` holds a lease again (it came back: it serves them itself). The view
-    /// after it.
+    /// Gives each partition of `assigned` to its node, taking them from the dead node `dead`
+    /// (whose copy, where it keeps one, is stale, as are the copies of `stale`), in one
+    /// transaction that fails if the map is no longer at `version` (another failover or move
+    /// won) or `dead` holds a lease again (it came back: it serves them itself). The view after it.
     pub async fn fail_over(
         &mut self,
         dead: &str,
         assigned: &BTreeMap<u32, String>,
+        stale: &[(u32, String)],
         version: u64,
     ) -> anyhow::Result<View> {
         let change = |map: &mut ClusterMap| {
             anyhow::ensure!(map.version == version, "the map is at version {}, not {version}", map.version);
             for (&p, to) in assigned {
                 anyhow::ensure!(map.owners[p as usize] == dead, "node `{dead}` does not own partition {p} in etcd");
-                map.owners[p as usize] = to.clone();
+                map.give(p, to, true);
+            }
+            for (p, node) in stale {
+                map.mark_stale(*p, node);
             }
             Ok(())
         };
@@ -173,6 +177,7 @@ impl Etcd {
         let kv = read.context("no cluster map in etcd")?;
         let mut map = ClusterMap::parse(kv.value_str()?).map_err(anyhow::Error::msg)?;
         change(&mut map)?;
+        map.validate().map_err(anyhow::Error::msg)?;
         map.version += 1;
         let put = TxnOp::put(map_key.as_str(), map.to_text().map_err(anyhow::Error::msg)?);
         let mut compares = vec![Compare::ModRevision(map_key, kv.mod_revision)];

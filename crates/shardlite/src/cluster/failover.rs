@@ -4,9 +4,11 @@
 //!
 //! ```text
 //!  read the view ── NODE holds a lease? refused (it may be writing its partitions)
-//!  plan: each partition of NODE to the live node with the fewest partitions so far
-//!  each survivor, all at once: POST /admin/takeover?partition=P&from=NODE per partition
-//!        (it restores P from NODE's Litestream replica and takes it in)
+//!  plan, without replicas: each partition of NODE to the live node with the fewest partitions
+//!  plan, with replicas (`promotion`): seal NODE on every live copy, read their positions; each
+//!        partition to its most advanced live copy, the others brought up to it from its tail
+//!  each new owner, all at once: POST /admin/takeover?partition=P&from=NODE per partition
+//!        (it makes its copy of P the partition, or restores P from NODE's Litestream replica)
 //!  one etcd transaction: every owner changed, version + 1, if the map is still at the version
 //!        read and NODE still holds no lease
 //! ```
@@ -23,7 +25,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use shardlite_server::cluster::View;
 
-use super::{etcd::Etcd, runtime, Asking};
+use super::{etcd::Etcd, promotion, runtime, Asking};
 use crate::remote;
 
 /// How long a survivor's refusal to take a partition over is asked again.
@@ -61,10 +63,16 @@ pub struct TakenOver {
     pub to: String,
     /// Records restored.
     pub records: u64,
-    /// The replica's last transaction restored: what the dead node committed after it is lost.
-    pub replica_txid: String,
+    /// The new owner's copy became the partition (with replicas): nothing acknowledged is lost.
+    #[serde(default)]
+    pub copy: bool,
+    /// The Litestream replica's last transaction restored: what the dead node committed after
+    /// it is lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_txid: Option<String>,
     /// `litestream restore`, seconds.
-    pub restore_seconds: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_seconds: Option<f64>,
     /// Restoring and taking in, seconds.
     pub seconds: f64,
 }
@@ -83,10 +91,16 @@ pub fn run(args: &FailoverArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     for p in &report.partitions {
-        println!(
-            "partition {} -> {}: {} records restored to replica txid {} (litestream restore {:.2} s, in all {:.2} s)",
-            p.partition, p.to, p.records, p.replica_txid, p.restore_seconds, p.seconds
-        );
+        match (&p.replica_txid, p.restore_seconds) {
+            (Some(txid), Some(restore)) => println!(
+                "partition {} -> {}: {} records restored to replica txid {txid} (litestream restore {restore:.2} s, \
+                 in all {:.2} s)",
+                p.partition, p.to, p.records, p.seconds
+            ),
+            _ => {
+                println!("partition {} -> {}: its copy, {} records ({:.2} s)", p.partition, p.to, p.records, p.seconds)
+            }
+        }
     }
     println!(
         "node {} failed over: {} partitions in {:.2} s; map version {}",
@@ -108,7 +122,10 @@ pub async fn fail_over(
 ) -> anyhow::Result<Report> {
     let started = Instant::now();
     let view = etcd.existing_view().await?;
-    let assigned = plan(&view, dead)?;
+    let (assigned, stale) = match view.map.copies() {
+        1 => (plan(&view, dead)?, Vec::new()),
+        _ => promotion::plan(&view, dead, client, token).await?,
+    };
     let mut shares = tokio::task::JoinSet::new();
     for (node, partitions) in by_node(&assigned) {
         let (client, address, token) = (client.clone(), view.addresses[&node].clone(), token.map(str::to_owned));
@@ -130,7 +147,7 @@ pub async fn fail_over(
         partitions.extend(share.context("a node's share of the failover")??);
     }
     partitions.sort_by_key(|p| p.partition);
-    let after = etcd.fail_over(dead, &assigned, view.map.version).await?;
+    let after = etcd.fail_over(dead, &assigned, &stale, view.map.version).await?;
     Ok(Report {
         node: dead.to_owned(),
         map_version: after.map.version,
@@ -143,18 +160,7 @@ pub async fn fail_over(
 /// (its own and those given it here), the lower id on a tie. Refused while `dead` holds a
 /// lease, or when it owns nothing or no other node is alive.
 pub fn plan(view: &View, dead: &str) -> anyhow::Result<BTreeMap<u32, String>> {
-    anyhow::ensure!(
-        view.addresses.contains_key(dead),
-        "no node `{dead}` in the cluster map (its nodes: {})",
-        view.addresses.keys().cloned().collect::<Vec<_>>().join(", ")
-    );
-    anyhow::ensure!(
-        !view.alive.contains(dead),
-        "node `{dead}` holds its lease: a failover takes over only a dead node's partitions (stop it, or wait \
-         until its lease expires)"
-    );
-    let partitions = view.map.owned_by(dead);
-    anyhow::ensure!(!partitions.is_empty(), "node `{dead}` owns no partition (map version {})", view.map.version);
+    let partitions = dead_owners_partitions(view, dead)?;
     let mut load: BTreeMap<&str, usize> =
         view.alive.iter().filter(|id| *id != dead).map(|id| (id.as_str(), view.map.owned_by(id).len())).collect();
     anyhow::ensure!(!load.is_empty(), "no live node to take the partitions of `{dead}` over");
@@ -167,6 +173,24 @@ pub fn plan(view: &View, dead: &str) -> anyhow::Result<BTreeMap<u32, String>> {
     Ok(assigned)
 }
 
+/// The partitions of `dead`; refused unless `dead` is a node of the map holding no lease and
+/// owning partitions.
+pub fn dead_owners_partitions(view: &View, dead: &str) -> anyhow::Result<Vec<u32>> {
+    anyhow::ensure!(
+        view.addresses.contains_key(dead),
+        "no node `{dead}` in the cluster map (its nodes: {})",
+        view.addresses.keys().cloned().collect::<Vec<_>>().join(", ")
+    );
+    anyhow::ensure!(
+        !view.alive.contains(dead),
+        "node `{dead}` holds its lease: a failover takes over only a dead node's partitions (stop it, or wait \
+         until its lease expires)"
+    );
+    let partitions = view.map.owned_by(dead);
+    anyhow::ensure!(!partitions.is_empty(), "node `{dead}` owns no partition (map version {})", view.map.version);
+    Ok(partitions)
+}
+
 /// The partitions each node is given.
 fn by_node(assigned: &BTreeMap<u32, String>) -> BTreeMap<String, Vec<u32>> {
     let mut nodes: BTreeMap<String, Vec<u32>> = BTreeMap::new();
@@ -176,9 +200,7 @@ fn by_node(assigned: &BTreeMap<u32, String>) -> BTreeMap<String, Vec<u32>> {
     nodes
 }
 
-/// `POST /admin/takeover?partition=P&from=DEAD` on the node at `address`. A refusal (409) is
-/// asked again for up to [`REFUSED_FOR`]: the node's own view may not show `DEAD`'s lease
-/// gone yet (its watch is milliseconds behind etcd).
+/// `POST /admin/takeover?partition=P&from=DEAD` on the node at `address`.
 async fn take_over(
     client: &reqwest::Client,
     address: &str,
@@ -187,21 +209,38 @@ async fn take_over(
     token: Option<&str>,
 ) -> anyhow::Result<TakenOver> {
     let url = format!("{address}/admin/takeover?partition={partition}&from={dead}");
+    let body = ask(client, reqwest::Method::POST, &url, None, token).await?;
+    serde_json::from_slice(&body).with_context(|| format!("the answer {}", String::from_utf8_lossy(&body)))
+}
+
+/// Sends `method url` (with `body`) with the node `token`; the answer's body if it succeeded. A
+/// refusal (409) is asked again for up to [`REFUSED_FOR`]: the node's own view may not show the
+/// dead node's lease gone yet (its watch is milliseconds behind etcd).
+pub(super) async fn ask(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    body: Option<&[u8]>,
+    token: Option<&str>,
+) -> anyhow::Result<bytes::Bytes> {
     let deadline = Instant::now() + REFUSED_FOR;
     loop {
-        let mut request = client.post(&url);
+        let mut request = client.request(method.clone(), url);
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
+        if let Some(body) = body {
+            request = request.body(body.to_vec());
+        }
         let answer = request.send().await.with_context(|| format!("asking {url}"))?;
         let status = answer.status();
-        let body = answer.text().await?;
+        let bytes = answer.bytes().await?;
         if status == reqwest::StatusCode::CONFLICT && Instant::now() < deadline {
             tokio::time::sleep(REFUSED_FOR / 20).await;
             continue;
         }
-        anyhow::ensure!(status.is_success(), "{status} {body}");
-        return serde_json::from_str(&body).with_context(|| format!("the answer {body}"));
+        anyhow::ensure!(status.is_success(), "{method} {url}: {status} {}", String::from_utf8_lossy(&bytes));
+        return Ok(bytes);
     }
 }
 

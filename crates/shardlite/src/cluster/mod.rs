@@ -9,6 +9,7 @@ pub mod etcd;
 mod failover;
 mod moving;
 pub mod node;
+mod promotion;
 mod replica;
 mod status;
 
@@ -82,6 +83,14 @@ struct InitArgs {
     /// requests by forwarding them (routers), and are where partitions can be moved to later.
     #[arg(long, value_name = "ID=URL,...", value_delimiter = ',')]
     spare_nodes: Vec<String>,
+    /// Copies of each partition: its owner and the nodes after it in --nodes (wrapping round),
+    /// each written before a write is answered (docs/cluster.md, "Replicas"). 1: no replicas.
+    #[arg(long, default_value_t = 1, value_name = "R")]
+    copies: u32,
+    /// How many of the copies must hold a write durably before it is answered (default: a
+    /// majority, or both of 2 copies).
+    #[arg(long, value_name = "W")]
+    acks: Option<u32>,
 }
 
 /// Runs a `cluster` command.
@@ -102,7 +111,13 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
     let addresses: BTreeMap<String, String> = nodes.into_iter().chain(spares).collect();
     anyhow::ensure!(addresses.len() == ids.len(), "--nodes and --spare-nodes name a node id twice");
     let ids = &ids[..args.nodes.len()];
-    let map = ClusterMap::spread(args.partitions, args.hash_seed, ids).map_err(anyhow::Error::msg)?;
+    let acks = args.acks.unwrap_or(match args.copies {
+        2 => 2,
+        copies => copies / 2 + 1,
+    });
+    let map = ClusterMap::spread(args.partitions, args.hash_seed, ids)
+        .and_then(|map| map.with_copies(ids, args.copies, acks))
+        .map_err(anyhow::Error::msg)?;
     runtime()?.block_on(async {
         let mut etcd = Etcd::connect(&args.etcd).await?;
         etcd.create(&map, &addresses).await
@@ -110,7 +125,14 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
     for (id, address) in &addresses {
         println!("{id} {address}: partitions {}", status::ranges(&map.owned_by(id)));
     }
-    println!("cluster map version {} created: {} partitions over {} nodes", map.version, map.partitions, ids.len());
+    println!(
+        "cluster map version {} created: {} partitions over {} nodes, {} copies of each, a write held by {}",
+        map.version,
+        map.partitions,
+        ids.len(),
+        map.copies(),
+        map.acks
+    );
     Ok(())
 }
 

@@ -67,6 +67,8 @@ pub struct NodeSettings {
     pub node_ca: Option<PathBuf>,
     /// Where restored partitions wait while they are taken in (in the data directory).
     pub scratch: PathBuf,
+    /// How long a write waits for enough copies to hold it (with replicas).
+    pub replication_timeout: Duration,
 }
 
 /// A node that read the map and may open its data directory.
@@ -94,6 +96,11 @@ pub async fn join(settings: &NodeSettings) -> anyhow::Result<Joined> {
 }
 
 impl Joined {
+    /// How long a write waits for enough copies to hold it (with replicas).
+    pub fn replication_timeout(&self) -> Duration {
+        self.settings.replication_timeout
+    }
+
     /// What the data directory must be created with, or have: the map's partition count and
     /// hash seed. Settings given that differ are refused.
     pub fn create_options(&self, given: &CreateOptions) -> anyhow::Result<CreateOptions> {

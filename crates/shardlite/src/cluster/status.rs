@@ -20,6 +20,10 @@ struct Status {
     version: u64,
     partitions: u32,
     hash_seed: u64,
+    /// Copies of each partition (its owner's included), and how many hold a write before it is
+    /// answered.
+    copies: u32,
+    acks: u32,
     nodes: Vec<NodeStatus>,
 }
 
@@ -29,6 +33,8 @@ struct NodeStatus {
     address: String,
     alive: bool,
     partitions: Vec<u32>,
+    /// The partitions it keeps copies of for their owners.
+    copies: Vec<u32>,
     /// Records in the node's partitions, from its `/stats`; `None` if not alive or no answer.
     records: Option<u64>,
 }
@@ -46,11 +52,19 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
                 .then(|| args.auth.connect(address).and_then(|node| stats::fetch(&node)))
                 .and_then(|fetched| fetched.map_err(|err| eprintln!("{id}: {err:#}")).ok())
                 .map(|s| s.partitions.iter().filter(|p| partitions.contains(&p.partition)).map(|p| p.records).sum());
-            NodeStatus { id: id.clone(), address: address.clone(), alive, partitions, records }
+            let copies = (0..view.map.partitions).filter(|&p| view.map.replicas_of(p).contains(id)).collect();
+            NodeStatus { id: id.clone(), address: address.clone(), alive, partitions, copies, records }
         })
         .collect();
-    let status =
-        Status { version: view.map.version, partitions: view.map.partitions, hash_seed: view.map.hash_seed, nodes };
+    let map = &view.map;
+    let status = Status {
+        version: map.version,
+        partitions: map.partitions,
+        hash_seed: map.hash_seed,
+        copies: map.copies(),
+        acks: map.acks,
+        nodes,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {
@@ -61,14 +75,27 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
 
 fn render(status: &Status) -> String {
     let mut out = format!(
-        "cluster map version {}: {} partitions, hash seed {}\n{:<12} {:<28} {:<6} {:<24} {:>12}\n",
-        status.version, status.partitions, status.hash_seed, "node", "address", "alive", "partitions", "records"
+        "cluster map version {}: {} partitions, hash seed {}, {} copies of each, a write held by {}\n\
+         {:<12} {:<28} {:<6} {:<24} {:<24} {:>12}\n",
+        status.version,
+        status.partitions,
+        status.hash_seed,
+        status.copies,
+        status.acks,
+        "node",
+        "address",
+        "alive",
+        "partitions",
+        "copies of",
+        "records"
     );
     for node in &status.nodes {
         let records = node.records.map_or("-".to_owned(), |r| r.to_string());
         let alive = if node.alive { "yes" } else { "no" };
         let partitions = format!("{} ({})", node.partitions.len(), ranges(&node.partitions));
-        out += &format!("{:<12} {:<28} {alive:<6} {partitions:<24} {records:>12}\n", node.id, node.address);
+        let copies = format!("{} ({})", node.copies.len(), ranges(&node.copies));
+        out +=
+            &format!("{:<12} {:<28} {alive:<6} {partitions:<24} {copies:<24} {records:>12}\n", node.id, node.address);
     }
     out
 }

@@ -86,6 +86,15 @@ async fn serve(listener: std::net::TcpListener, mut settings: Settings) -> anyho
     tokio::select! {
         opened = &mut opening => match opened {
             Ok(backend) => {
+                if let Some(joined) = &joined {
+                    let timeout = joined.replication_timeout();
+                    if let Err(why) = shardlite_server::replicate(&backend, &joined.cluster, &settings.server, timeout) {
+                        failed.notify_one();
+                        server.await??;
+                        backend.close().await;
+                        return Err(anyhow::anyhow!(why));
+                    }
+                }
                 starting.ready(backend);
                 if let Some(joined) = joined {
                     match joined.register(format!("{scheme}://{addr}")).await {

@@ -142,6 +142,10 @@ pub struct ClusterOptions {
     /// up on PATH).
     #[arg(long, value_name = "PATH")]
     pub litestream_bin: PathBuf,
+    /// With replicas (`cluster init --copies`): how long a write waits for the cluster's
+    /// `acks` copies to hold it before it fails with 503 `unreplicated` (rolled back).
+    #[arg(long, value_name = "MS")]
+    pub replication_timeout_ms: u64,
 }
 
 impl Default for ClusterOptions {
@@ -154,6 +158,7 @@ impl Default for ClusterOptions {
             auto_failover: false,
             litestream_replica: None,
             litestream_bin: "litestream".into(),
+            replication_timeout_ms: 2000,
         }
     }
 }
@@ -334,8 +339,8 @@ fn node_settings(
         let defaults = ClusterOptions::default();
         anyhow::ensure!(
             cluster == defaults && etcd.etcd.is_none(),
-            "node_id, redirect, lease_ttl, auto_failover, litestream_replica, litestream_bin and etcd are \
-             settings of a cluster node: add --cluster"
+            "node_id, redirect, lease_ttl, auto_failover, litestream_replica, litestream_bin, \
+             replication_timeout_ms and etcd are settings of a cluster node: add --cluster"
         );
         return Ok(None);
     }
@@ -348,6 +353,7 @@ fn node_settings(
         "--lease-ttl {}: etcd grants leases of 2 seconds or more",
         cluster.lease_ttl
     );
+    anyhow::ensure!(cluster.replication_timeout_ms > 0, "--replication-timeout-ms must be above 0");
     let node_id = cluster.node_id.context("--cluster needs --node-id ID: this node's id in the cluster map")?;
     let litestream_replica = cluster.litestream_replica.as_deref().map(replica_url).transpose()?;
     Ok(Some(NodeSettings {
@@ -361,6 +367,7 @@ fn node_settings(
         node_token: shardlite_server::auth::node_token(&server.token_source()).map_err(anyhow::Error::msg)?,
         node_ca: server.node_ca.clone(),
         scratch: data.join(".takeover"),
+        replication_timeout: std::time::Duration::from_millis(cluster.replication_timeout_ms),
     }))
 }
 

@@ -25,7 +25,7 @@ use super::*;
 use common::litestream::{litestream, Replicator};
 
 /// The nodes' lease, seconds: the shortest etcd grants.
-const LEASE_TTL: &str = "2";
+pub(super) const LEASE_TTL: &str = "2";
 /// How long the tests wait for what the lease and a failover take.
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -73,7 +73,7 @@ impl Proxy {
 }
 
 /// Polls `what` until it holds, for at most [`PATIENCE`].
-async fn until<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+pub(super) async fn until<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
     let deadline = Instant::now() + PATIENCE;
     while !check().await {
         assert!(Instant::now() < deadline, "{what}: not within {PATIENCE:?}");

@@ -12,6 +12,8 @@
 //! - The Rust client's cluster mode (`client`): each request straight to its owner, a 421
 //!   after a move read as "read the map again".
 //! - Moving a partition (`moving`).
+//! - Replicas (`replicas`): every write held by `acks` copies before its answer; the copies end
+//!   identical to the owner's partition; too few copies alive: 503 `unreplicated`, rolled back.
 //! - Fencing and failover (`failover`): a node without its lease serves none of its
 //!   partitions; a killed node's partitions are restored from its Litestream replica by the
 //!   survivors; a node back with a stale map forwards.
@@ -25,6 +27,7 @@ mod common;
 mod etcd;
 mod failover;
 mod moving;
+mod replicas;
 mod tls;
 
 use std::{collections::BTreeMap, process::Command, time::Duration};
@@ -53,6 +56,11 @@ impl Nodes {
 
     /// [`Nodes::init`] with the nodes' addresses in `scheme` (`https` for nodes serving TLS).
     fn init_as(etcd: &etcd::Etcd, ids: &[&str], spares: &[&str], scheme: &str) -> Self {
+        Self::init_with(etcd, ids, spares, scheme, &[])
+    }
+
+    /// [`Nodes::init_as`] with more flags for `cluster init` (`--copies`, `--acks`).
+    fn init_with(etcd: &etcd::Etcd, ids: &[&str], spares: &[&str], scheme: &str, extra: &[&str]) -> Self {
         let addresses: BTreeMap<String, std::net::SocketAddr> = ids
             .iter()
             .chain(spares)
@@ -66,6 +74,7 @@ impl Nodes {
         if !spares.is_empty() {
             args.extend(["--spare-nodes", spares.as_str()]);
         }
+        args.extend_from_slice(extra);
         let out = shardlite(&args);
         assert!(out.status.success(), "cluster init: {}", String::from_utf8_lossy(&out.stderr));
         let hasher = KeyHasher::new(shardlite_engine::CreateOptions::DEFAULT_HASH_SEED, PARTITIONS);

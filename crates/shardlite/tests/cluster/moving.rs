@@ -377,6 +377,7 @@ async fn nodes_speak_to_each_other_with_the_node_token_and_clients_cannot_pose_a
         (reqwest::Method::POST, "/admin/adopt?partition=0&from=n1"),
         (reqwest::Method::GET, "/admin/move/records?partition=0"),
         (reqwest::Method::POST, "/admin/takeover?partition=0&from=n1"),
+        (reqwest::Method::POST, "/admin/replicate?from=n1"),
     ];
     for (method, path) in &node_routes {
         for token in ["admin-7c1f", "write-2b9d"] {

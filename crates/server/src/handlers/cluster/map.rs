@@ -1,5 +1,6 @@
 //! `GET /cluster`: the map this node follows, each node's address, whether its lease is alive
-//! and the partitions it owns.
+//! and the partitions it owns; with replicas, the nodes keeping copies of each partition and how
+//! many copies hold a write before it is answered, and the copies that lag (stale).
 
 use hyper::StatusCode;
 use serde::Serialize;
@@ -26,6 +27,11 @@ pub fn handle(state: &State) -> Result<Response, ApiError> {
         partitions: u32,
         hash_seed: u64,
         owners: &'a [String],
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        replicas: &'a [Vec<String>],
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        stale: &'a [Vec<String>],
+        acks: u32,
         nodes: Vec<Node<'a>>,
     }
     let Some(cluster) = &state.cluster else {
@@ -47,6 +53,9 @@ pub fn handle(state: &State) -> Result<Response, ApiError> {
         partitions: view.map.partitions,
         hash_seed: view.map.hash_seed,
         owners: &view.map.owners,
+        replicas: &view.map.replicas,
+        stale: &view.map.stale,
+        acks: view.map.acks,
         nodes,
     };
     let body = serde_json::to_vec(&map)

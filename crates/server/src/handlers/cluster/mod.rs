@@ -7,9 +7,11 @@
 //! - `map`: `GET /cluster`, the map this node follows.
 //! - `moving`: `/admin/move`, `/admin/adopt` and `/admin/move/records`, a partition's move.
 //! - `takeover`: `/admin/takeover`, this node's step of a failover.
+//! - `replicate`: `/admin/replicate`, an owner's writes taken in for the copies kept here.
 
 pub(crate) mod batch;
 pub(crate) mod map;
 pub(crate) mod moving;
+pub(crate) mod replicate;
 pub(crate) mod route;
 pub(crate) mod takeover;

@@ -114,6 +114,13 @@ async fn move_partition(state: &State, req: Request<Incoming>) -> Result<Respons
     if to == cluster.node() {
         return Err(conflict(format!("partition {partition} is on node `{to}` already")));
     }
+    if !view.map.replicas_of(partition).is_empty() {
+        return Err(conflict(format!(
+            "partition {partition} has copies on {}: a cluster with replicas does not move partitions \
+             (docs/cluster.md, \"Replicas\")",
+            view.map.replicas_of(partition).join(", ")
+        )));
+    }
     let Some(address) = view.addresses.get(&to) else {
         return Err(bad_query(format!("no node `{to}` in the cluster map")));
     };

@@ -1,15 +1,19 @@
 //! `POST /admin/takeover?partition=P&from=NODE`: this node's step of a failover
-//! (docs/cluster.md, "Failover"). Node `NODE` is dead (no lease) and owned partition `P`; this
-//! node restores `P` from `NODE`'s replica (the binary's `Restorer`: Litestream) and takes it
-//! in through the adopt path of a move, records, ids, counters and `next_id` as the replica
-//! holds them. The map is not changed here: whoever runs the failover changes the owners of all
-//! of `NODE`'s partitions in one etcd transaction once every survivor has taken its share in.
+//! (docs/cluster.md, "Failover"). Node `NODE` is dead (no lease) and owned partition `P`. With
+//! replicas, this node keeps a copy of `P` (the failover sealed it and found it the most
+//! advanced): it applies every transaction of `NODE`'s it holds for `P` and keeps `NODE`'s epoch
+//! ([`promote`](crate::backend::Backend::promote)). Otherwise it restores `P` from `NODE`'s
+//! Litestream replica (the binary's `Restorer`) and takes it in through the adopt path of a
+//! move, records, ids, counters and `next_id` as the replica holds them. The map is not changed
+//! here: whoever runs the failover changes the owners of all of `NODE`'s partitions in one etcd
+//! transaction once every survivor has taken its share in.
 //!
 //! ```text
 //!  checks: P exists, NODE owns P in this node's map, NODE's lease is gone, P is not this node's
-//!  Restorer: NODE's replica of P ─> a database file ─> a transfer stream
-//!  backend.adopt(P, stream): P emptied here, the records inserted, next_id noted, index rebuilt
-//!  answer: {partition, from, records, replica_txid, restore_seconds, seconds}
+//!  a copy of P here: backend.promote(NODE, P) ─> answer {partition, from, records, copy: true, seconds}
+//!  else Restorer: NODE's replica of P ─> a database file ─> a transfer stream
+//!    backend.adopt(P, stream): P emptied here, the records inserted, next_id noted, index rebuilt
+//!    answer: {partition, from, records, copy: false, replica_txid, restore_seconds, seconds}
 //! ```
 
 use std::time::Instant;
@@ -31,11 +35,15 @@ struct TakenOver {
     from: String,
     /// Records taken in.
     records: u64,
-    /// The replica's last transaction restored: writes the dead node committed after it are
-    /// not in the partition.
-    replica_txid: String,
-    /// Restoring the replica, seconds.
-    restore_seconds: f64,
+    /// This node's copy was made the partition (with replicas), not a Litestream replica.
+    copy: bool,
+    /// The Litestream replica's last transaction restored: writes the dead node committed
+    /// after it are not in the partition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replica_txid: Option<String>,
+    /// Restoring the Litestream replica, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restore_seconds: Option<f64>,
     /// The whole step (restore and taking in), seconds.
     seconds: f64,
 }
@@ -47,10 +55,24 @@ pub async fn run(state: &State, req: Request<Incoming>) -> Result<Response, ApiE
     let partition = partition_of(cluster, query)?;
     let from = param(query, "from")?;
     refuse_unless_dead_owner(cluster, partition, &from)?;
+    let started = Instant::now();
+    if cluster.view().map.live_replicas_of(partition).iter().any(|n| *n == cluster.node()) {
+        let records = state.backend.promote(from.clone(), partition).await?;
+        tracing::info!(partition, from = %from, records, "partition taken over from this node's copy");
+        let seconds = started.elapsed().as_secs_f64();
+        return json(&TakenOver {
+            partition,
+            from,
+            records,
+            copy: true,
+            replica_txid: None,
+            restore_seconds: None,
+            seconds,
+        });
+    }
     let Some(restorer) = cluster.restorer() else {
         return Err(internal("this node cannot restore replicas".into()));
     };
-    let started = Instant::now();
     let restored = restorer.restore(partition, &from).await.map_err(|why| {
         ApiError::new(
             StatusCode::BAD_GATEWAY,
@@ -64,8 +86,9 @@ pub async fn run(state: &State, req: Request<Incoming>) -> Result<Response, ApiE
         partition,
         from,
         records,
-        replica_txid: restored.replica_txid,
-        restore_seconds: restored.restore_seconds,
+        copy: false,
+        replica_txid: Some(restored.replica_txid),
+        restore_seconds: Some(restored.restore_seconds),
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -1,0 +1,119 @@
+//! `/admin/replicate?from=NODE` (role `node`; docs/cluster.md, "Replicas"): what the nodes of a
+//! cluster with replicas ask each other.
+//!
+//! ```text
+//!  POST                                   a frame of NODE's writes for the copies kept here:
+//!                                         200 {"position": N} once durable here; 409 copy_behind
+//!  at a failover of NODE (dead: no lease in this node's map):
+//!  POST &part=seal                        take no more frames of NODE's: {"position": N | null}
+//!  GET  &part=tail&partition=P&after=N    NODE's transactions of P held here from N (a frame)
+//!  POST &part=catch-up&partition=P        a more advanced copy's tail taken in, every
+//!                                         transaction of P held applied: {"partition": P}
+//! ```
+//!
+//! The failover (`shardlite cluster failover`) seals every live copy, makes the most advanced one
+//! owner (`POST /admin/takeover`), and brings the others up to it with its tail.
+
+use hyper::{body::Incoming, Method, Request, StatusCode};
+use serde::Serialize;
+use serde_json::json;
+use shardlite_engine::replication::Receipt;
+
+use super::moving::{bad_query, json, node_of_cluster, param, partition_of};
+use crate::{
+    cluster::Cluster,
+    http::{
+        body::{self, Limit},
+        error::ApiError,
+        response::{self, Response, OCTET_STREAM},
+        state::State,
+    },
+};
+
+/// The largest frame taken in: an owner that could not reach this node for a while sends what
+/// waited as one frame, up to its own bound (256 MiB) and a margin.
+const MAX_FRAME: usize = 320 << 20;
+
+/// What a copy answers a frame it holds, or a seal.
+#[derive(Debug, Serialize)]
+struct Position {
+    position: Option<u64>,
+}
+
+/// `/admin/replicate?from=NODE[&part=...]`.
+pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, ApiError> {
+    let cluster = node_of_cluster(state)?;
+    let query = req.uri().query().unwrap_or_default().to_owned();
+    let from = param(&query, "from")?;
+    let view = cluster.view();
+    if !view.addresses.contains_key(&from) || from == cluster.node() {
+        return Err(bad_query(format!(
+            "`{from}` is not another node of the cluster map (version {})",
+            view.map.version
+        )));
+    }
+    let part = param(&query, "part").ok();
+    match (req.method(), part.as_deref()) {
+        (&Method::POST, None) => receive(state, &from, req.into_body()).await,
+        (&Method::POST, Some("seal")) => {
+            refuse_unless_dead(cluster, &from)?;
+            json(&Position { position: state.backend.seal(from).await? })
+        }
+        (&Method::GET, Some("tail")) => {
+            let partition = partition_of(cluster, &query)?;
+            let after = param(&query, "after")?;
+            let after =
+                after.parse().map_err(|_| bad_query(format!("`after` must be a log position, not `{after}`")))?;
+            let tail = state.backend.tail(from, partition, after).await?;
+            Ok(response::with_body(StatusCode::OK, OCTET_STREAM, tail))
+        }
+        (&Method::POST, Some("catch-up")) => {
+            refuse_unless_dead(cluster, &from)?;
+            let partition = partition_of(cluster, &query)?;
+            let frame = read_frame(state, req.into_body()).await?;
+            state.backend.catch_up(from, partition, frame.into()).await?;
+            json(&json!({ "partition": partition }))
+        }
+        (method, part) => Err(bad_query(format!(
+            "{method} /admin/replicate takes part = {}, not `{}`",
+            if method == Method::GET { "tail" } else { "seal or catch-up (or none: a frame)" },
+            part.unwrap_or_default()
+        ))),
+    }
+}
+
+/// A frame of `from`'s writes: 200 once durable here, or 409 `copy_behind`.
+async fn receive(state: &State, from: &str, body: Incoming) -> Result<Response, ApiError> {
+    let frame = read_frame(state, body).await?;
+    match state.backend.receive(from.to_owned(), frame.into()).await? {
+        Receipt::Held { position } => json(&Position { position: Some(position) }),
+        Receipt::Behind { position } => {
+            let held = position.map_or_else(|| "nothing since it started".to_owned(), |p| format!("up to {p}"));
+            Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "copy_behind",
+                format!(
+                    "this node holds node `{from}`'s log {held}: the frame does not follow it, or a failover sealed \
+                     `{from}`"
+                ),
+            ))
+        }
+    }
+}
+
+async fn read_frame(state: &State, body: Incoming) -> Result<Vec<u8>, ApiError> {
+    let limit = Limit { max: MAX_FRAME, code: "frame_too_large", what: "the replication frame" };
+    body::read(body, limit, state.options.body_timeout_ms).await
+}
+
+/// Refuses unless `node` holds no lease in this node's map: a live owner may still be writing.
+fn refuse_unless_dead(cluster: &Cluster, node: &str) -> Result<(), ApiError> {
+    match cluster.view().alive.contains(node) {
+        false => Ok(()),
+        true => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "failover_refused",
+            format!("node `{node}` holds its lease: only a dead node's copies are sealed or brought up to date"),
+        )),
+    }
+}

@@ -1,0 +1,427 @@
+//! The owner's side of replication (docs/cluster.md, "Replicas"): each flush of this node's
+//! commit log ([`Shipment`]) becomes one frame per node keeping copies of its partitions, sent
+//! over the nodes' HTTP client with the node token (`POST /admin/replicate`), and the flush's
+//! writers are answered once, for every partition it touched, `acks - 1` of its replicas hold it
+//! durably; or refused after `timeout`.
+//!
+//! ```text
+//!  log flush ─> ship ─> dispatch: a frame per copy node (its partitions' txs, commit, refused)
+//!                         └─> link n2: send in order; a failed send is retried, merged with
+//!                             what followed; a copy that is behind is not sent more
+//!               resolve, in log order: enough acks per partition? done(Ok) : after timeout done(Err)
+//! ```
+//!
+//! Frames are dispatched as flushes come and resolved in order, so a slow round trip does not
+//! hold the next flush's frames back. A node with no frame to send for a while gets an empty one
+//! saying how far the log is committed, so its copies apply the last writes.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::{
+    header::{HeaderValue, AUTHORIZATION},
+    Method, Request, StatusCode,
+};
+use shardlite_engine::{
+    commitlog::{Replicate, Shipment},
+    replication::Frame,
+};
+use tokio::sync::mpsc;
+
+use super::{auth::Auth, forward::Forwarder, options::ServerOptions};
+use crate::{
+    backend::Backend,
+    cluster::{Cluster, Owner},
+};
+
+/// How long after the last frame a node is sent an empty one saying how far the log is committed.
+const SETTLE_AFTER: Duration = Duration::from_millis(20);
+/// Bytes of frames a link keeps for a copy that does not answer; past them the copy is behind.
+const LINK_BUFFER: usize = 256 << 20;
+/// The first wait before sending a frame again; doubled up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(10);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// Refused ranges remembered to tell the copies.
+const REFUSED_KEPT: usize = 1024;
+
+/// Has `backend`'s commits wait for the copies the map of `cluster` names, if it names any (else
+/// nothing changes): a write is answered once `acks` copies hold it, or refused after
+/// `timeout`. The nodes are reached as `options` says (their CA, this node's token).
+pub fn replicate(
+    backend: &Arc<dyn Backend>,
+    cluster: &Arc<Cluster>,
+    options: &ServerOptions,
+    timeout: Duration,
+) -> Result<bool, String> {
+    if cluster.view().map.copies() < 2 {
+        return Ok(false);
+    }
+    let client = Forwarder::new(options.node_ca.as_deref())?;
+    let token = Auth::new(options.token_source())?.node_token();
+    let replicator = Replicator::start(Arc::clone(cluster), Arc::clone(backend), client, token, timeout);
+    backend.replicate_with(replicator).map_err(|e| format!("replicas need the engine's commit log: {e}"))?;
+    Ok(true)
+}
+
+/// Hands each flush's frames to the copies; [`Replicate`] for the engine's commit log.
+#[derive(Debug)]
+pub struct Replicator {
+    flushes: mpsc::UnboundedSender<Shipment>,
+}
+
+impl Replicator {
+    /// Starts replicating on the current tokio runtime: `cluster` says which nodes keep copies
+    /// of which partitions, `client` reaches them with `token`, `backend` says each partition's
+    /// epoch; a flush not acknowledged by enough copies within `timeout` is refused.
+    fn start(
+        cluster: Arc<Cluster>,
+        backend: Arc<dyn Backend>,
+        client: Forwarder,
+        token: Option<String>,
+        timeout: Duration,
+    ) -> Arc<Self> {
+        let (flushes, shipments) = mpsc::unbounded_channel();
+        let (resolve, in_flight) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared { cluster, backend, client, token, log: Mutex::default() });
+        tokio::spawn(dispatch(Arc::clone(&shared), shipments, resolve));
+        tokio::spawn(resolve_in_order(shared, in_flight, timeout));
+        Arc::new(Self { flushes })
+    }
+}
+
+impl Replicate for Replicator {
+    fn ship(&self, shipment: Shipment) {
+        if let Err(refused) = self.flushes.send(shipment) {
+            // Not on this thread: `done` of a refusal waits for the flush that called this.
+            std::thread::spawn(move || {
+                refused.0.done(Err("replication has stopped (the server is shutting down)".into()))
+            });
+        }
+    }
+}
+
+/// What the dispatcher, the resolver and the links share.
+#[derive(Debug)]
+struct Shared {
+    cluster: Arc<Cluster>,
+    backend: Arc<dyn Backend>,
+    client: Forwarder,
+    token: Option<String>,
+    log: Mutex<Committed>,
+}
+
+/// How far this node's log is committed, and the ranges refused lately.
+#[derive(Debug, Default)]
+struct Committed {
+    commit: u64,
+    refused: Vec<(u64, u64)>,
+}
+
+/// A flush's frames sent, waiting for enough acknowledgements.
+struct InFlight {
+    shipment: Shipment,
+    /// For each set of replicas some partition of the flush has: how many must acknowledge.
+    needs: Vec<(Vec<String>, usize)>,
+    /// Each node's answer to its frame, as they come.
+    answers: mpsc::UnboundedReceiver<Answer>,
+}
+
+/// A copy node's answer to a frame: held, or why not.
+type Answer = (String, Result<(), String>);
+
+/// Turns each shipment into frames, hands them to the links, and the shipment to the resolver.
+async fn dispatch(
+    shared: Arc<Shared>,
+    mut shipments: mpsc::UnboundedReceiver<Shipment>,
+    resolve: mpsc::UnboundedSender<InFlight>,
+) {
+    let mut links: HashMap<String, Link> = HashMap::new();
+    let mut last_to = None;
+    loop {
+        let shipment = match tokio::time::timeout(SETTLE_AFTER, shipments.recv()).await {
+            Ok(Some(shipment)) => shipment,
+            Ok(None) => return,
+            Err(_) => {
+                if let Some(at) = last_to {
+                    settle(&shared, &mut links, at);
+                }
+                continue;
+            }
+        };
+        last_to = Some(shipment.to);
+        let Sorted { theirs, needs } = sort(&shared, &shipment);
+        let (commit, refused) = committed(&shared);
+        let (reply, answers) = mpsc::unbounded_channel();
+        for (node, Theirs { txs, partitions }) in theirs {
+            let epochs = partitions.into_iter().filter_map(|p| Some((p, shared.backend.partition_epoch(p)?))).collect();
+            let frame = Frame {
+                from: shipment.from,
+                to: shipment.to,
+                commit,
+                new_stream: false,
+                refused: refused.clone(),
+                epochs,
+                txs,
+            };
+            let link = links.entry(node.clone()).or_insert_with(|| Link::start(&shared, &node));
+            link.send(frame, reply.clone());
+        }
+        drop(reply);
+        if resolve.send(InFlight { shipment, needs, answers }).is_err() {
+            return;
+        }
+    }
+}
+
+/// A shipment sorted by copy node.
+struct Sorted {
+    /// Every up-to-date copy node of this node's partitions, with its transactions of the
+    /// shipment (none: its frame only says how far the log is committed).
+    theirs: BTreeMap<String, Theirs>,
+    /// For each set of replicas some partition of the shipment has: how many must hold it.
+    needs: Vec<(Vec<String>, usize)>,
+}
+
+/// One copy node's part of a shipment.
+#[derive(Default)]
+struct Theirs {
+    txs: Vec<(u64, Vec<u8>)>,
+    partitions: BTreeSet<u32>,
+}
+
+/// Sorts the shipment's transactions of this node's partitions by the nodes keeping copies of
+/// them. A stale copy gets nothing and counts for nothing: it is not the owner's.
+fn sort(shared: &Shared, shipment: &Shipment) -> Sorted {
+    let view = shared.cluster.view();
+    let (map, me) = (&view.map, shared.cluster.node());
+    let mine = |p: u32| map.owners[p as usize] == me;
+    let mut theirs: BTreeMap<String, Theirs> = (0..map.partitions)
+        .filter(|&p| mine(p))
+        .flat_map(|p| map.live_replicas_of(p))
+        .map(|node| (node.clone(), Theirs::default()))
+        .collect();
+    let mut needs: Vec<(Vec<String>, usize)> = Vec::new();
+    for raw in shipment.transactions() {
+        let Some(p) = raw.partition().filter(|&p| p < map.partitions && mine(p) && !map.replicas_of(p).is_empty())
+        else {
+            continue;
+        };
+        let replicas: Vec<String> = map.live_replicas_of(p).into_iter().cloned().collect();
+        for node in &replicas {
+            let copy = theirs.entry(node.clone()).or_default();
+            copy.txs.push((raw.lsn, raw.body.to_vec()));
+            copy.partitions.insert(p);
+        }
+        if !needs.iter().any(|(r, _)| *r == replicas) {
+            needs.push((replicas, map.acks as usize - 1));
+        }
+    }
+    Sorted { theirs, needs }
+}
+
+/// Sends each link an empty frame saying how far the log is committed, if it moved.
+fn settle(shared: &Shared, links: &mut HashMap<String, Link>, at: u64) {
+    let (commit, refused) = committed(shared);
+    for link in links.values_mut().filter(|l| l.told < commit) {
+        let frame = Frame { from: at, to: at, commit, refused: refused.clone(), ..Frame::default() };
+        link.send(frame, mpsc::unbounded_channel().0);
+    }
+}
+
+fn committed(shared: &Shared) -> (u64, Vec<(u64, u64)>) {
+    let log = shared.log.lock().unwrap_or_else(|p| p.into_inner());
+    (log.commit, log.refused.clone())
+}
+
+/// Answers each flush's writers in log order: once every partition it touched has enough
+/// acknowledgements, or refused when `timeout` passes first.
+async fn resolve_in_order(shared: Arc<Shared>, mut in_flight: mpsc::UnboundedReceiver<InFlight>, timeout: Duration) {
+    while let Some(InFlight { shipment, needs, answers }) = in_flight.recv().await {
+        let outcome = tokio::time::timeout(timeout, enough(&needs, answers)).await;
+        let result = match outcome {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(why),
+            Err(_) => {
+                Err(format!("fewer copies than the cluster's acks held the write within {} ms", timeout.as_millis()))
+            }
+        };
+        {
+            let mut log = shared.log.lock().unwrap_or_else(|p| p.into_inner());
+            if result.is_err() {
+                if log.refused.len() == REFUSED_KEPT {
+                    log.refused.remove(0);
+                }
+                log.refused.push((shipment.from, shipment.to));
+            }
+            log.commit = shipment.to;
+        }
+        shipment.done(result);
+    }
+}
+
+/// Waits for the answers until every set of replicas has its count of acknowledgements; fails
+/// once too many have failed for some set to get there.
+async fn enough(needs: &[(Vec<String>, usize)], mut answers: mpsc::UnboundedReceiver<Answer>) -> Result<(), String> {
+    let (mut acked, mut failed, mut reasons) = (Vec::new(), Vec::new(), Vec::new());
+    let count = |set: &[String], of: &[String]| set.iter().filter(|r| of.contains(r)).count();
+    while !needs.iter().all(|(set, n)| count(set, &acked) >= *n) {
+        let hopeless = needs.iter().any(|(set, n)| set.len() - count(set, &failed) < *n);
+        let next = match hopeless {
+            true => None,
+            false => answers.recv().await,
+        };
+        let Some((node, answer)) = next else {
+            return Err(format!("too few copies held the write: {}", reasons.join("; ")));
+        };
+        match answer {
+            Ok(()) => acked.push(node),
+            Err(why) => {
+                reasons.push(why);
+                failed.push(node);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One copy node's frames, sent in order by its own task.
+struct Link {
+    frames: mpsc::UnboundedSender<(Frame, mpsc::UnboundedSender<Answer>)>,
+    /// The commit point of the last frame given it.
+    told: u64,
+}
+
+impl Link {
+    fn start(shared: &Arc<Shared>, node: &str) -> Self {
+        let (frames, queue) = mpsc::unbounded_channel();
+        tokio::spawn(run_link(Arc::clone(shared), node.to_owned(), queue));
+        Self { frames, told: 0 }
+    }
+
+    fn send(&mut self, frame: Frame, reply: mpsc::UnboundedSender<Answer>) {
+        self.told = self.told.max(frame.commit);
+        let _ = self.frames.send((frame, reply));
+    }
+}
+
+/// Sends a copy node its frames in order, each once its predecessors were acknowledged. Those
+/// that waited while a send failed go together, merged into one, when it is tried again.
+async fn run_link(
+    shared: Arc<Shared>,
+    node: String,
+    mut queue: mpsc::UnboundedReceiver<(Frame, mpsc::UnboundedSender<Answer>)>,
+) {
+    let mut new_stream = true;
+    let mut behind: Option<String> = None;
+    let mut waiting: Vec<(Frame, mpsc::UnboundedSender<Answer>)> = Vec::new();
+    let mut retry = RETRY_FIRST;
+    while let Some(first) = queue.recv().await {
+        waiting.push(first);
+        while let Ok(more) = queue.try_recv() {
+            waiting.push(more);
+        }
+        if let Some(why) = &behind {
+            for (_, reply) in waiting.drain(..) {
+                let _ = reply.send((node.clone(), Err(why.clone())));
+            }
+            continue;
+        }
+        loop {
+            let mut frame = merge(waiting.iter().map(|(f, _)| f));
+            frame.new_stream = new_stream;
+            match post(&shared, &node, &frame).await {
+                Ok(Sent::Held) => {
+                    new_stream = false;
+                    retry = RETRY_FIRST;
+                    for (_, reply) in waiting.drain(..) {
+                        let _ = reply.send((node.clone(), Ok(())));
+                    }
+                    break;
+                }
+                Ok(Sent::Behind(why)) => {
+                    tracing::warn!(node, %why, "a copy is behind: it gets no more frames until it is brought up to date");
+                    behind = Some(why.clone());
+                    for (_, reply) in waiting.drain(..) {
+                        let _ = reply.send((node.clone(), Err(why.clone())));
+                    }
+                    break;
+                }
+                Err(why) => {
+                    let bytes: usize = waiting.iter().flat_map(|(f, _)| &f.txs).map(|(_, b)| b.len()).sum();
+                    if bytes > LINK_BUFFER {
+                        let why =
+                            format!("node `{node}` was unreachable while {bytes} bytes of writes waited for it: {why}");
+                        tracing::warn!(node, %why, "a copy is behind: it gets no more frames until it is brought up to date");
+                        for (_, reply) in waiting.drain(..) {
+                            let _ = reply.send((node.clone(), Err(why.clone())));
+                        }
+                        behind = Some(why);
+                        break;
+                    }
+                    tracing::debug!(node, %why, "sending a frame failed; trying again");
+                    tokio::time::sleep(retry).await;
+                    retry = (retry * 2).min(RETRY_MAX);
+                    while let Ok(more) = queue.try_recv() {
+                        waiting.push(more);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Frames that follow each other as one: the first's start, the last's end, every transaction.
+fn merge<'a>(frames: impl Iterator<Item = &'a Frame>) -> Frame {
+    let mut merged: Option<Frame> = None;
+    for frame in frames {
+        match &mut merged {
+            None => merged = Some(frame.clone()),
+            Some(m) => {
+                m.to = frame.to;
+                m.commit = m.commit.max(frame.commit);
+                m.refused.clone_from(&frame.refused);
+                m.epochs.extend(frame.epochs.iter().copied());
+                m.txs.extend(frame.txs.iter().cloned());
+            }
+        }
+    }
+    merged.unwrap_or_default()
+}
+
+/// What a copy said to a frame.
+enum Sent {
+    Held,
+    /// It does not follow what the copy holds: why.
+    Behind(String),
+}
+
+/// `POST /admin/replicate?from=THIS_NODE` to `node` with the frame; its answer.
+async fn post(shared: &Shared, node: &str, frame: &Frame) -> Result<Sent, String> {
+    let view = shared.cluster.view();
+    let me = shared.cluster.node();
+    let address = view.addresses.get(node).ok_or_else(|| format!("node `{node}` has no address in the map"))?;
+    let to = Owner { partition: 0, node: node.to_owned(), address: address.clone(), map_version: view.map.version };
+    let mut head = Request::new(());
+    *head.method_mut() = Method::POST;
+    *head.uri_mut() = format!("/admin/replicate?from={me}").parse().map_err(|e| format!("{e}"))?;
+    if let Some(token) = &shared.token {
+        let bearer = HeaderValue::try_from(format!("Bearer {token}")).map_err(|e| e.to_string())?;
+        head.headers_mut().insert(AUTHORIZATION, bearer);
+    }
+    let (head, ()) = head.into_parts();
+    let answer = shared.client.send(&to, me, &head, Bytes::from(frame.encode())).await.map_err(|e| e.message)?;
+    let status = answer.status();
+    let body = answer.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    match status {
+        StatusCode::OK => Ok(Sent::Held),
+        StatusCode::CONFLICT => {
+            Ok(Sent::Behind(format!("node `{node}`'s copy is behind: {}", String::from_utf8_lossy(&body))))
+        }
+        status => Err(format!("node `{node}` answered {status}: {}", String::from_utf8_lossy(&body))),
+    }
+}

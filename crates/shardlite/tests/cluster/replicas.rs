@@ -1,0 +1,226 @@
+//! Replicas (docs/cluster.md, "Replicas"): 3 nodes, 3 copies of each partition, a write held by
+//! 2 of them before it is answered. Writes through every node land on the owners and on their
+//! copies, whose records, ids and counters end identical to the owner's; with one node killed
+//! the others' writes go on; with two, a write that cannot reach `acks` copies is refused (503
+//! `unreplicated`) and rolled back. A partition with copies is not moved (409).
+
+use std::{collections::BTreeMap, path::Path};
+
+use serde_json::Value;
+use shardlite_engine::{Config, Store};
+
+use super::{etcd, initial_owner, key, Nodes};
+use crate::common::client;
+
+/// A record as `(id, counter, key, value)`.
+type Held = (u64, u64, Vec<u8>, Vec<u8>);
+
+/// Every record of every partition of the data directory `dir` (no server on it), and whether
+/// `check` finds it sound.
+fn partitions_of(dir: &Path) -> (Vec<Vec<Held>>, bool) {
+    let store = Store::open(dir, Config::default()).unwrap();
+    let records = (0..store.manifest().partitions)
+        .map(|p| {
+            let mut out = Vec::new();
+            store
+                .snapshot(p, |r| {
+                    out.push((r.version.id, r.version.counter, r.key.to_vec(), r.value.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+            out
+        })
+        .collect();
+    let sound = store.check().unwrap().iter().all(shardlite_engine::PartitionCheck::is_ok);
+    store.close();
+    (records, sound)
+}
+
+#[tokio::test]
+async fn every_write_is_on_two_copies_before_its_answer_and_the_copies_end_identical() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let ids = ["n1", "n2", "n3"];
+    let mut nodes = Nodes::init_with(&etcd, &ids, &[], "http", &["--copies", "3", "--acks", "2"]);
+    for id in ids {
+        nodes.start(&etcd, id, dir.path(), &["--replication-timeout-ms", "500"]).await;
+    }
+    let http = client();
+    let map = super::get_json(&nodes.server("n2").at("/cluster")).await;
+    assert_eq!((map["acks"].as_u64(), map["replicas"][0].clone()), (Some(2), serde_json::json!(["n2", "n3"])));
+
+    for i in 0..120 {
+        let via = nodes.server(ids[i as usize % 3]);
+        assert_eq!(http.put(via.kv(&key(i))).body(format!("v{i}")).send().await.unwrap().status(), 201);
+    }
+    for i in (0..120).step_by(4) {
+        let via = nodes.server(ids[i as usize % 3]);
+        assert_eq!(http.put(via.kv(&key(i))).body(format!("w{i}")).send().await.unwrap().status(), 200);
+        assert_eq!(http.delete(via.kv(&key(i + 1))).send().await.unwrap().status(), 204);
+    }
+
+    // Killed: n3. n1's and n2's partitions still have two copies alive: their writes go on.
+    nodes.servers.remove("n3").unwrap().kill();
+    let living = |i: &u32| initial_owner(nodes.partition(&key(*i))) != "n3";
+    for i in (200..260).filter(living) {
+        let put = http.put(nodes.server("n1").kv(&key(i))).body(format!("v{i}")).send().await.unwrap();
+        assert_eq!(put.status(), 201, "key {i}: n3 is down, but two copies hold it");
+    }
+
+    // Stopped in order, the survivors' copies are compared: identical records, ids and counters.
+    for id in ["n1", "n2"] {
+        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
+    }
+    let copies: BTreeMap<&str, _> = ids.iter().map(|id| (*id, partitions_of(&dir.path().join(id)))).collect();
+    assert!(copies.values().all(|(_, sound)| *sound), "every copy passes check");
+    for p in 0..super::PARTITIONS {
+        let owner = initial_owner(p);
+        let held = &copies[owner].0[p as usize];
+        assert!(!held.is_empty(), "partition {p} holds records");
+        for id in ids.iter().filter(|id| **id != owner && **id != "n3") {
+            assert_eq!(&copies[id].0[p as usize], held, "partition {p}: {id}'s copy is {owner}'s");
+        }
+        // n3, killed, may lack the last writes of its copies, but holds nothing astray: each of
+        // its records is the owner's record of that id, at the owner's counter or an older one.
+        for (id, counter, k, _) in copies["n3"].0[p as usize].iter().filter(|_| owner != "n3") {
+            if let Some((_, owners, owners_key, _)) = held.iter().find(|r| r.0 == *id) {
+                assert!(owners_key == k && counter <= owners, "partition {p}: n3's record {id} is astray");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_write_too_few_copies_can_hold_is_refused_and_rolled_back() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let ids = ["n1", "n2", "n3"];
+    let mut nodes = Nodes::init_with(&etcd, &ids, &[], "http", &["--copies", "3", "--acks", "2"]);
+    for id in ids {
+        nodes.start(&etcd, id, dir.path(), &["--replication-timeout-ms", "300"]).await;
+    }
+    let http = client();
+    let at_n1 = (0..).find(|&i| initial_owner(nodes.partition(&key(i))) == "n1").unwrap();
+    let url = nodes.server("n1").kv(&key(at_n1));
+    assert_eq!(http.put(&url).body("kept").send().await.unwrap().status(), 201);
+    let moving = nodes.server("n1").at(&format!("/admin/move?partition={}&to=n2", nodes.partition(&key(at_n1))));
+    let refused = http.post(&moving).send().await.unwrap();
+    assert_eq!(refused.status(), 409, "a partition with copies is not moved");
+
+    nodes.servers.remove("n2").unwrap().kill();
+    nodes.servers.remove("n3").unwrap().kill();
+    let refused = http.put(&url).body("lost").send().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = serde_json::from_str(&refused.text().await.unwrap()).unwrap();
+    assert_eq!(body["error"].as_str(), Some("unreplicated"), "{body}");
+    let got = http.get(&url).send().await.unwrap();
+    assert_eq!(got.text().await.unwrap(), "kept", "the refused write was rolled back");
+}
+
+/// What one writer was answered for its keys: per key, the last value acknowledged with its
+/// tag, and the values written since without an acknowledgement (refused while the owner was
+/// dead, or cut off by its death: those may or may not have happened).
+type Acked = BTreeMap<Vec<u8>, (Option<(String, String)>, Vec<String>)>;
+
+/// Writes `keys` in turn, each a new value per round, through `via`, until `stop`.
+async fn write_until(via: String, keys: Vec<Vec<u8>>, stop: tokio::sync::watch::Receiver<bool>) -> Acked {
+    let http = client();
+    let mut acked: Acked = keys.iter().map(|k| (k.clone(), (None, Vec::new()))).collect();
+    for round in 0.. {
+        for k in &keys {
+            if *stop.borrow() {
+                return acked;
+            }
+            let value = format!("{}-{round}", String::from_utf8_lossy(k));
+            let entry = acked.get_mut(k).unwrap();
+            entry.1.push(value.clone());
+            let url = format!("{via}/kv/{}", hex::encode(k));
+            let Ok(put) = http.put(&url).body(value.clone()).send().await else { continue };
+            if put.status().is_success() {
+                let tag = put.headers()["etag"].to_str().unwrap().to_owned();
+                *entry = (Some((value, tag)), Vec::new());
+            }
+        }
+    }
+    acked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_owner_fails_over_to_its_most_advanced_copy_with_every_acknowledged_write() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let ids = ["n1", "n2", "n3"];
+    let mut nodes = Nodes::init_with(&etcd, &ids, &[], "http", &["--copies", "3", "--acks", "2"]);
+    for id in ids {
+        nodes.start(&etcd, id, dir.path(), &["--lease-ttl", super::failover::LEASE_TTL]).await;
+    }
+    // Four writers, each on keys of every partition, through n1 and n2, while n3 is killed.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let writers: Vec<_> = (0..4u32)
+        .map(|w| {
+            let keys = (0..24).map(|i| key(10_000 * (w + 1) + i)).collect();
+            let via = nodes.server(["n1", "n2"][w as usize % 2]).url.clone();
+            tokio::spawn(write_until(via, keys, stopped.clone()))
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    nodes.servers.remove("n3").unwrap().kill();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    stop.send(true).unwrap();
+    let mut acked = Acked::new();
+    for writer in writers {
+        acked.extend(writer.await.unwrap());
+    }
+    let n1 = nodes.server("n1");
+    super::failover::until("n3's lease expires", || async {
+        let map = super::get_json(&n1.at("/cluster")).await;
+        map["nodes"].as_array().unwrap().iter().any(|n| n["id"] == "n3" && n["alive"] == false)
+    })
+    .await;
+    let done = super::shardlite(&["cluster", "failover", "n3", "--etcd", &etcd.endpoints, "--json"]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let report: Value = serde_json::from_slice(&done.stdout).unwrap();
+    let partitions = report["partitions"].as_array().unwrap();
+    assert_eq!(partitions.len(), 2, "{report}");
+    assert!(partitions.iter().all(|p| p["copy"] == true), "each from a copy, not Litestream: {report}");
+    super::wait_for_version(n1, 2).await;
+    super::wait_for_version(nodes.server("n2"), 2).await;
+    let map = super::get_json(&n1.at("/cluster")).await;
+    assert_eq!(map["stale"][6], serde_json::json!(["n3"]), "the dead owner's copy is stale: {map}");
+
+    // Every acknowledged write is there, with its tag; a write under way may or may not be.
+    let http = client();
+    let mut checked = 0;
+    for (k, (last, under_way)) in &acked {
+        let got = http.get(n1.kv(k)).send().await.unwrap();
+        let tag = got.headers().get("etag").map(|t| t.to_str().unwrap().to_owned());
+        let value = got.text().await.unwrap();
+        match (last, under_way) {
+            (Some((v, t)), _) if *v == value => assert_eq!(tag.as_ref(), Some(t), "{k:?}: the owner's tag stays valid"),
+            (_, maybe) if maybe.contains(&value) => {}
+            _ => panic!(
+                "{}: read {value:?}, acknowledged {last:?} (under way {under_way:?})",
+                String::from_utf8_lossy(k)
+            ),
+        }
+        checked += 1;
+    }
+    assert!(checked >= 96, "{checked} keys");
+    // The failed-over partitions take writes again: held by the new owner and one copy.
+    for k in acked.keys().take(8) {
+        assert!(http.put(n1.kv(k)).body("after").send().await.unwrap().status().is_success());
+    }
+    for id in ["n1", "n2"] {
+        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
+    }
+    let (on_n1, on_n2) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n2")));
+    assert!(on_n1.1 && on_n2.1, "both pass check");
+    for (p, (a, b)) in on_n1.0.iter().zip(&on_n2.0).enumerate() {
+        let first = a.iter().zip(b).position(|(x, y)| x != y).map(|at| (&a[at], &b[at]));
+        assert!(a.len() == b.len() && first.is_none(), "partition {p}: n1 and n2 differ: {first:?}");
+    }
+}
