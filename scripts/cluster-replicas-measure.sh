@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# What replicas cost a durable write (docs/cluster.md, "Replicas: measured"): one etcd member
+# holds two clusters of 3 nodes each on loopback, PARTITIONS partitions each, all six with fresh
+# data directories: /plain/ (one copy of each partition) and /copied/ (`--copies 3 --acks 2`:
+# every write on its owner and one of two replicas before its answer). ROUNDS times, in turn:
+# `shardlite bench --url` of the plain cluster's n1, then of the copied one's (each request
+# straight to its key's owner by `GET /cluster`), inserts of new keys on CONNS connections for
+# DURATION s; printed per run: inserts/s, p50, p99, errors, the three nodes' CPU per insert
+# (/proc/PID/stat around the run, warm-up included), and the copied over the plain figures.
+#
+# usage: scripts/cluster-replicas-measure.sh   env: PARTITIONS (256), ROUNDS (2), CONNS (100),
+#   DURATION (5), WARMUP (1)
+# Needs: etcd (ETCD), curl, python3, a release build (BIN). Only 127.0.0.1; every process stops
+# with the script, and its files go with it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${BIN:-$here/../target/release/shardlite}
+etcd=${ETCD:-etcd}
+parts=${PARTITIONS:-256} rounds=${ROUNDS:-2} conns=${CONNS:-100} secs=${DURATION:-5} warmup=${WARMUP:-1}
+# shellcheck source=cluster-etcd.sh
+source "$here/cluster-etcd.sh"
+
+declare -A at pid
+for prefix in plain copied; do
+  members=()
+  for n in n1 n2 n3; do
+    at[$prefix-$n]=$(port)
+    members+=("$n=http://127.0.0.1:${at[$prefix-$n]}")
+  done
+  copies=()
+  [ "$prefix" = copied ] && copies=(--copies 3 --acks 2)
+  "$bin" cluster init --etcd "$endpoint" --etcd-prefix "/$prefix/" --partitions "$parts" "${copies[@]}" \
+    --nodes "$(IFS=,; echo "${members[*]}")" >/dev/null
+  for n in n1 n2 n3; do
+    RUST_LOG=warn "$bin" serve --data "$dir/$prefix-$n" --listen "127.0.0.1:${at[$prefix-$n]}" --cluster \
+      --etcd "$endpoint" --etcd-prefix "/$prefix/" --node-id "$n" >"$dir/$prefix-$n.log" 2>&1 &
+    pids+=($!)
+    pid[$prefix]="${pid[$prefix]:-} $!"
+  done
+done
+for key in "${!at[@]}"; do
+  for _ in $(seq 600); do curl -sf "http://127.0.0.1:${at[$key]}/readyz" >/dev/null && break; sleep 0.1; done
+done
+
+cpu_ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+
+measure() {  # prefix -> "rate p50 p99 errors cpu_us_per_insert"
+  local before after
+  # shellcheck disable=SC2086
+  before=$(cpu_ticks ${pid[$1]})
+  "$bin" bench --url "http://127.0.0.1:${at[$1-n1]}" --workloads insert --concurrency "$conns" \
+    --duration "$secs" --warmup "$warmup" --json >"$dir/run.json" 2>"$dir/bench.log"
+  # shellcheck disable=SC2086
+  after=$(cpu_ticks ${pid[$1]})
+  python3 - "$dir/run.json" "$((after - before))" "$(getconf CLK_TCK)" "$secs" "$warmup" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))["runs"][0]
+ticks, hz, secs, warmup = (float(a) for a in sys.argv[2:])
+qps = run["queries_per_sec"]
+print(round(qps), run["latency_ms"]["p50"], run["latency_ms"]["p99"], run["error_total"],
+      round(ticks / hz * 1e6 / (qps * (secs + warmup)), 1))
+PY
+}
+echo "partitions $parts, $conns connections, ${secs}s per run"
+for round in $(seq "$rounds"); do
+  read -r plain p50 p99 errors cpu <<<"$(measure plain)"
+  echo "round $round plain:  $plain inserts/s, p50 $p50 ms, p99 $p99 ms, $errors errors, $cpu us of the nodes' CPU each"
+  read -r copied c50 c99 cerrors ccpu <<<"$(measure copied)"
+  echo "round $round copied: $copied inserts/s, p50 $c50 ms, p99 $c99 ms, $cerrors errors, $ccpu us of the nodes' CPU each;" \
+    "copied/plain: rate $(python3 -c "print(round($copied / $plain, 2))"), CPU $(python3 -c "print(round($ccpu / $cpu, 2))")"
+done
