@@ -135,6 +135,8 @@ error_codes! {
     CopyBehind = "copy_behind",
     /// 413 (`/admin/replicate`): a replication frame over its limit.
     FrameTooLarge = "frame_too_large",
+    /// 502 (`/admin/replicate`): the owner sent no snapshot for a copy to take in.
+    CopyFailed = "copy_failed",
 }
 
 impl std::fmt::Display for ErrorCode {

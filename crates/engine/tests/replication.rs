@@ -39,6 +39,8 @@ struct Sent {
     refused: Vec<(u64, u64)>,
     first: bool,
     epochs: Vec<(u32, u64)>,
+    /// With `first`: the partitions the next frame says come from a snapshot.
+    resync: Vec<u32>,
 }
 
 /// A record as `(id, counter, key, value)`.
@@ -69,6 +71,7 @@ impl Direct {
             to,
             commit: sent.commit,
             new_stream: sent.first,
+            resync: if sent.first { std::mem::take(&mut sent.resync) } else { Vec::new() },
             refused: sent.refused.clone(),
             epochs: sent.epochs.clone(),
             txs,
@@ -239,4 +242,57 @@ fn a_failover_promotes_the_most_advanced_copy_and_brings_the_other_up_to_it() {
     assert_eq!(next.version.counter, 3, "the new owner goes on from the owner's counter");
     assert!(a.tail("owner", 0, at_a + 1).is_err(), "a tail past what the copy holds is refused");
     assert!(a.tail("elsewhere", 0, 0).is_err(), "nothing held of another node's log");
+}
+
+/// A copy deaf to 60 writes is behind: the owner starts a new stream announcing a snapshot of
+/// every partition, writes go on, each partition's snapshot is taken in (with writes between
+/// them), and the copy ends with the owner's records: what it held of the new stream before a
+/// snapshot arrived is applied after it, none twice.
+#[test]
+fn a_copy_that_was_behind_is_brought_up_to_date_from_snapshots_while_writes_go_on() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
+    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
+    let direct = Direct::new(&owner, &[&copy]);
+    for i in 0..100 {
+        owner.put(&key(i), value(i, 1), Condition::None).unwrap();
+    }
+    direct.copies[0].1.store(true, Ordering::SeqCst);
+    for i in 0..60 {
+        owner.put(&key(i), value(i, 2), Condition::None).unwrap();
+        owner.delete(&key(99 - i), Condition::None).unwrap();
+    }
+    // A new stream from the next flush on, every partition's copy to come from a snapshot.
+    {
+        let mut sent = direct.sent.lock().unwrap();
+        (sent.first, sent.resync) = (true, (0..4).collect());
+    }
+    direct.copies[0].1.store(false, Ordering::SeqCst);
+    owner.put(&key(500), value(500, 1), Condition::None).unwrap();
+    for p in 0..4 {
+        let position = owner.copy_position().unwrap();
+        let mut stream = Vec::new();
+        owner
+            .send_copy(p, 1 << 16, |piece| {
+                stream.push(piece);
+                Ok(())
+            })
+            .unwrap();
+        // Writes after the snapshot reach the copy before the snapshot does.
+        owner.put(&key(600 + p), value(600 + p, 1), Condition::None).unwrap();
+        owner.put(&key(p), value(p, 3), Condition::None).unwrap();
+        let mut adoption = copy.adopt(p, shardlite_engine::MovePart::Copy).unwrap();
+        for piece in &stream {
+            adoption.push(&copy, piece).unwrap();
+        }
+        adoption.finish(&copy).unwrap();
+        copy.resynced("owner", p, position).unwrap();
+    }
+    direct.settle(log_end(&owner));
+    assert_same(&copy, &owner, "the copy brought up from snapshots");
+    assert!(copy.check().unwrap().iter().all(|c| c.is_ok()));
+    for i in (0..100).chain(500..501).chain(600..604) {
+        let (a, b) = (owner.get(&key(i)).unwrap(), copy.get(&key(i)).unwrap());
+        assert_eq!(a.map(|r| r.version), b.map(|r| r.version), "key {i}: the snapshot keeps the owner's epoch");
+    }
 }

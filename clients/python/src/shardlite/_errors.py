@@ -59,6 +59,7 @@ __all__ = [
     "Unreplicated",
     "CopyBehind",
     "FrameTooLarge",
+    "CopyFailed",
     "CODES",
     "server_error",
 ]
@@ -390,6 +391,12 @@ class FrameTooLarge(ServerError):
     code = "frame_too_large"
 
 
+class CopyFailed(ServerError):
+    """502 (``/admin/replicate``): the owner sent no snapshot for a copy to take in."""
+
+    code = "copy_failed"
+
+
 #: Every known code and its class.
 CODES: Dict[str, Type[ServerError]] = {
     cls.code: cls
@@ -439,6 +446,7 @@ CODES: Dict[str, Type[ServerError]] = {
         Unreplicated,
         CopyBehind,
         FrameTooLarge,
+        CopyFailed,
     )
 }
 

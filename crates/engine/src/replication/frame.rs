@@ -7,7 +7,9 @@
 //! magic     "SHLTRP1\n"                                                      8 bytes
 //! from u64, to u64       the range of the owner's log this frame covers
 //! commit u64             the owner's log is committed (or refused) before this
-//! new_stream u8          1: the owner does not know how far this copy is (it just started)
+//! new_stream u8          1: the owner does not know how far this copy is (it just started, or
+//!                        the copy was behind); then
+//! resync u32, then partition u32 each: partitions whose copy comes from a snapshot next
 //! refused u32, then (from u64, to u64) each
 //! epochs u32, then (partition u32, epoch u64) each
 //! txs u32, then each: lsn u64 (in the owner's log), body length u32, body (as logged)
@@ -28,8 +30,12 @@ pub struct Frame {
     pub to: u64,
     /// Everything of the owner's log before this is committed or refused.
     pub commit: u64,
-    /// The owner does not know how far the copy is (its first frame since it started).
+    /// The owner does not know how far the copy is (its first frame since it started, or
+    /// since the copy was behind).
     pub new_stream: bool,
+    /// With `new_stream`: the partitions whose copy the owner sends next as a snapshot; until
+    /// it arrives their transactions are held, not applied.
+    pub resync: Vec<u32>,
     /// Ranges of the owner's log the copies refused: their transactions are never applied.
     pub refused: Vec<(u64, u64)>,
     /// The epoch of each partition the transactions write, on the owner.
@@ -48,6 +54,12 @@ impl Frame {
             out.extend_from_slice(&n.to_le_bytes());
         }
         out.push(u8::from(self.new_stream));
+        if self.new_stream {
+            out.extend_from_slice(&(self.resync.len() as u32).to_le_bytes());
+            for partition in &self.resync {
+                out.extend_from_slice(&partition.to_le_bytes());
+            }
+        }
         out.extend_from_slice(&(self.refused.len() as u32).to_le_bytes());
         for (from, to) in &self.refused {
             out.extend_from_slice(&from.to_le_bytes());
@@ -83,6 +95,10 @@ impl Frame {
         let parsed = (|| {
             let (from, to, commit) = (r.u64()?, r.u64()?, r.u64()?);
             let new_stream = r.take(1)?[0] == 1;
+            let resync = match new_stream {
+                true => (0..r.u32()?).map(|_| r.u32()).collect::<Option<Vec<_>>>()?,
+                false => Vec::new(),
+            };
             let refused = (0..r.u32()?).map(|_| Some((r.u64()?, r.u64()?))).collect::<Option<Vec<_>>>()?;
             let epochs = (0..r.u32()?).map(|_| Some((r.u32()?, r.u64()?))).collect::<Option<Vec<_>>>()?;
             let txs = (0..r.u32()?)
@@ -92,7 +108,7 @@ impl Frame {
                     Some((lsn, r.take(len)?.to_vec()))
                 })
                 .collect::<Option<Vec<_>>>()?;
-            Some(Self { from, to, commit, new_stream, refused, epochs, txs })
+            Some(Self { from, to, commit, new_stream, resync, refused, epochs, txs })
         })();
         match parsed {
             Some(frame) if r.at == data.len() && frame.from <= frame.to => Ok(frame),
@@ -135,6 +151,7 @@ mod tests {
             to: 9000,
             commit: 4096,
             new_stream: true,
+            resync: vec![2, 5],
             refused: vec![(100, 200)],
             epochs: vec![(3, 77)],
             txs: vec![(4096, vec![1, 2, 3]), (5000, vec![])],

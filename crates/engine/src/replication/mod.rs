@@ -21,7 +21,7 @@
 pub mod frame;
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{BTreeSet, HashMap, VecDeque},
     sync::{Arc, Mutex, MutexGuard},
 };
 
@@ -88,6 +88,11 @@ struct Source {
     epochs: HashMap<u32, u64>,
     /// A failover sealed the owner: no frame of its is taken any more.
     sealed: bool,
+    /// Partitions whose copy the owner sends as a snapshot ([`Frame::resync`]): their
+    /// transactions are held until it arrives.
+    awaiting: BTreeSet<u32>,
+    /// Where the owner's log is committed, as its last frame said.
+    commit: u64,
 }
 
 impl Source {
@@ -156,6 +161,12 @@ pub fn receive(
     match (frame.new_stream, source.position) {
         (_, position) if source.sealed => return Ok(Receipt::Behind { position }),
         (true, _) => {
+            // What was held of an earlier stream is the copies' to come (a snapshot), or was
+            // applied by the owner's own replay (it restarted): held no more.
+            let earlier: Vec<Tentative> = source.tentative.drain(..).collect();
+            source.awaiting = frame.resync.iter().copied().collect();
+            let ready = earlier.into_iter().filter(|t| !source.awaiting.contains(&t.tx.partition)).collect();
+            apply_in_order(&mut source, ready, log, apply, None)?;
             source.position = Some(frame.from);
             source.since = Some(frame.from);
         }
@@ -197,13 +208,39 @@ fn take_in(source: &mut Source, owner: &str, frame: &Frame, log: &CommitLog, par
 }
 
 /// Applies the tentative transactions before `commit` that were not refused (those are
-/// cancelled here).
+/// cancelled here), but those of partitions awaiting a snapshot.
 fn settle(source: &mut Source, commit: u64, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
-    let mut ready = Vec::new();
-    while source.tentative.front().is_some_and(|t| t.tx.lsn < commit) {
-        ready.push(source.tentative.pop_front().expect("looked at"));
+    source.commit = source.commit.max(commit);
+    let (mut ready, mut kept) = (Vec::new(), VecDeque::new());
+    for t in source.tentative.drain(..) {
+        match t.tx.lsn < commit && !source.awaiting.contains(&t.tx.partition) {
+            true => ready.push(t),
+            false => kept.push_back(t),
+        }
     }
+    source.tentative = kept;
     apply_in_order(source, ready, log, apply, None)
+}
+
+/// `partition`'s copy was just taken from the owner's snapshot, which holds every transaction
+/// of its log before `position`: those held are dropped, the later ones applied as far as the
+/// owner's log is committed.
+pub fn resynced(
+    sources: &Sources,
+    owner: &str,
+    partition: u32,
+    position: u64,
+    log: &CommitLog,
+    apply: &mut Apply<'_>,
+) -> Result<()> {
+    let source = sources.of(owner);
+    let mut source = lock(&source);
+    if !source.awaiting.remove(&partition) {
+        return Err(Error::Replication(format!("`{owner}` announced no snapshot of partition {partition}")));
+    }
+    source.tentative.retain(|t| t.tx.partition != partition || t.tx.lsn >= position);
+    let commit = source.commit;
+    settle(&mut source, commit, log, apply)
 }
 
 /// Applies `ready` (in log order) but the refused ones, which are cancelled here; `done` is
@@ -240,6 +277,19 @@ fn apply_in_order(
     Ok(())
 }
 
+/// Applies every transaction held from every owner but those of partitions awaiting a snapshot
+/// (the store is closing: a clean close removes the commit log, and with it what is not
+/// applied; a write a copy acknowledged must survive its restart, as after a crash, whose replay
+/// applies what the log holds).
+pub fn apply_held(sources: &Sources, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
+    let all: Vec<Arc<Mutex<Source>>> = sources.0.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+    for source in all {
+        let mut source = lock(&source);
+        settle(&mut source, u64::MAX, log, apply)?;
+    }
+    Ok(())
+}
+
 /// Seals `owner` (a failover: it is dead) so that no frame of its is taken any more; where this
 /// node's copy of its log ends.
 pub fn seal(sources: &Sources, owner: &str) -> Option<u64> {
@@ -270,7 +320,7 @@ pub fn tail(sources: &Sources, owner: &str, partition: u32, after: u64) -> Resul
         .map(|(lsn, _, body)| (lsn, body.clone()))
         .collect();
     let epochs = source.epochs.get(&partition).map(|e| vec![(partition, *e)]).unwrap_or_default();
-    Ok(Frame { from: after, to: position, commit: 0, new_stream: false, refused: source.refused.clone(), epochs, txs })
+    Ok(Frame { from: after, to: position, refused: source.refused.clone(), epochs, txs, ..Frame::default() })
 }
 
 /// Takes in `frame`, the tail of a more advanced copy of `partition` ([`tail`]), for the sealed

@@ -448,6 +448,7 @@ impl Store {
     /// Stops background work, lets the writers commit everything queued, checkpoints and
     /// closes. Idempotent; dropping the store does the same.
     pub fn close(&self) {
+        self.apply_held();
         self.lookups.close();
         if let Some((stop, thread)) = self.maintenance.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = stop.send(Maintenance::Stop);

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use super::Store;
 use crate::{
     commitlog::Replicate,
-    partition::writer::{Adopt, Job, Replicated},
+    partition::{
+        sql,
+        writer::{Adopt, Job, Replicated},
+    },
     replication::{self, Frame, Receipt},
     Error, Result,
 };
@@ -82,6 +85,41 @@ impl Store {
         let epoch = epoch.unwrap_or(0);
         self.shared.control(partition, |reply| Job::Adopt { partition, step: Adopt::Keep { epoch }, reply })??;
         Ok(counters.records.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Where a snapshot for a copy taken now begins: ask before [`Store::send_copy`]. The
+    /// snapshot holds every transaction of the log before it.
+    pub fn copy_position(&self) -> Result<u64> {
+        self.log_position().ok_or_else(no_log)
+    }
+
+    /// Writes partition `partition` as a transfer stream for a copy brought up to date from a
+    /// snapshot: taken on its writer between two rounds, so every transaction appended to the
+    /// log before [`Store::copy_position`] was asked is in it.
+    pub fn send_copy(&self, partition: u32, piece: usize, send: impl FnMut(Vec<u8>) -> Result<()>) -> Result<()> {
+        let handle = self.partition(partition)?;
+        let conn = Box::new(sql::open_reader(&handle.db_path, &self.config)?);
+        let snapshot = self.shared.control(partition, |reply| Job::Snapshot { partition, conn, reply })??;
+        let _reading = handle.long_read();
+        let counts = (snapshot.next_id, snapshot.records);
+        super::transfer::stream_snapshot(&snapshot.conn, counts, None, handle.epoch(), piece, send)
+    }
+
+    /// `partition`'s copy was just taken in from `owner`'s snapshot at `position`
+    /// ([`Store::adopt`]): the transactions held since are applied.
+    pub fn resynced(&self, owner: &str, partition: u32, position: u64) -> Result<()> {
+        self.partition(partition)?;
+        let log = self.log.as_deref().ok_or_else(no_log)?;
+        replication::resynced(&self.sources, owner, partition, position, log, &mut |p, txs, r| self.apply(p, txs, r))
+    }
+
+    /// Applies what the copies hold of their owners' logs, before a clean close
+    /// ([`replication::apply_held`]).
+    pub(super) fn apply_held(&self) {
+        let Some(log) = self.log.as_deref() else { return };
+        if let Err(err) = replication::apply_held(&self.sources, log, &mut |p, txs, r| self.apply(p, txs, r)) {
+            tracing::warn!(%err, "could not apply the copies' transactions before closing; the next open replays them");
+        }
     }
 
     /// Hands a copy's transactions to the partition's writer.

@@ -135,9 +135,22 @@ fn send_snapshot(
     changed: Option<BTreeSet<u32>>,
     epoch: u64,
     piece: usize,
-    mut send: impl FnMut(Vec<u8>) -> Result<()>,
+    send: impl FnMut(Vec<u8>) -> Result<()>,
 ) -> Result<()> {
     let (next_id, live) = sql::begin_snapshot(conn)?;
+    stream_snapshot(conn, (next_id, live), changed, epoch, piece, send)
+}
+
+/// The read transaction under way on `conn` (the partition at `next_id` and `live` records) as
+/// [`send_snapshot`] streams it.
+pub(super) fn stream_snapshot(
+    conn: &Connection,
+    (next_id, live): (u64, u64),
+    changed: Option<BTreeSet<u32>>,
+    epoch: u64,
+    piece: usize,
+    mut send: impl FnMut(Vec<u8>) -> Result<()>,
+) -> Result<()> {
     let (mut out, mut encoder) = (Vec::with_capacity(piece + 4096), Encoder::default());
     encoder.start(&mut out, next_id, live, epoch);
     let mut pass = |out: &mut Vec<u8>| match out.len() >= piece {

@@ -276,6 +276,27 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Box::pin(async move { Err(self.no_replicas()) })
     }
 
+    /// `partition` as a transfer stream for a copy brought up to date from a snapshot, and the
+    /// position in this node's log the snapshot holds every transaction before.
+    fn send_copy(&self, partition: u32) -> BoxFuture<'_, BackendResult<(u64, Chunks)>> {
+        let _ = partition;
+        Box::pin(async move { Err(self.no_replicas()) })
+    }
+
+    /// Takes `owner`'s snapshot of `partition` (at `position` in its log) in from `chunks`, in
+    /// place of the copy held, then applies what was held of its log since. What the stream
+    /// said.
+    fn take_copy(
+        &self,
+        owner: String,
+        partition: u32,
+        position: u64,
+        chunks: Chunks,
+    ) -> BoxFuture<'_, BackendResult<Received>> {
+        let _ = (owner, partition, position, chunks);
+        Box::pin(async move { Err(self.no_replicas()) })
+    }
+
     /// What a backend that cannot keep copies answers.
     fn no_replicas(&self) -> BackendError {
         BackendError::NotImplemented(format!("the {} backend does not keep copies for other nodes", self.name()))

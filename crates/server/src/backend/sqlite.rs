@@ -18,7 +18,7 @@ use super::{
     backup_job::BackupJob,
     backup_status::BackupStatus,
     figures::{Figures, SqliteFigures},
-    Backend, BackendError, BackendResult, BoxFuture, Departure, Export, KeyPage,
+    Backend, BackendError, BackendResult, BoxFuture, Chunks, Departure, Export, KeyPage,
 };
 
 /// shardlite's own engine: SQLite partitions, compact index, group commit.
@@ -220,6 +220,41 @@ impl Backend for SqliteBackend {
         Box::pin(async move {
             let promote = move || store.promote(&owner, partition);
             Ok(tokio::task::spawn_blocking(promote).await.map_err(|e| BackendError::Internal(e.to_string()))??)
+        })
+    }
+
+    fn send_copy(&self, partition: u32) -> BoxFuture<'_, BackendResult<(u64, Chunks)>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            existing(&store, partition)?;
+            let position = store.copy_position()?;
+            let (sender, chunks) = tokio::sync::mpsc::channel(EXPORT_AHEAD);
+            tokio::task::spawn_blocking(move || {
+                let send = |piece: Vec<u8>| sender.blocking_send(Bytes::from(piece)).map_err(|_| EngineError::Closed);
+                match store.send_copy(partition, EXPORT_CHUNK, send) {
+                    Ok(()) | Err(EngineError::Closed) => {}
+                    Err(err) => tracing::warn!(partition, %err, "sending a copy's snapshot stopped"),
+                }
+            });
+            Ok((position, chunks))
+        })
+    }
+
+    fn take_copy(
+        &self,
+        owner: String,
+        partition: u32,
+        position: u64,
+        chunks: Chunks,
+    ) -> BoxFuture<'_, BackendResult<Received>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            existing(&store, partition)?;
+            let take = move || {
+                let received = adopt(&store, partition, MovePart::Copy, chunks)?;
+                store.resynced(&owner, partition, position).map(|()| received)
+            };
+            Ok(tokio::task::spawn_blocking(take).await.map_err(|e| BackendError::Internal(e.to_string()))??)
         })
     }
 

@@ -112,6 +112,20 @@ impl Backend for Starting {
         Box::pin(async move { self.opened()?.promote(owner, partition).await })
     }
 
+    fn send_copy(&self, partition: u32) -> BoxFuture<'_, BackendResult<(u64, Chunks)>> {
+        Box::pin(async move { self.opened()?.send_copy(partition).await })
+    }
+
+    fn take_copy(
+        &self,
+        owner: String,
+        partition: u32,
+        position: u64,
+        chunks: Chunks,
+    ) -> BoxFuture<'_, BackendResult<Received>> {
+        Box::pin(async move { self.opened()?.take_copy(owner, partition, position, chunks).await })
+    }
+
     fn depart(&self, partition: u32, step: Departure) -> BoxFuture<'_, BackendResult<u64>> {
         Box::pin(async move { self.opened()?.depart(partition, step).await })
     }

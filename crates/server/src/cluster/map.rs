@@ -134,7 +134,8 @@ impl ClusterMap {
         }
     }
 
-    fn unstale(&mut self, partition: u32, node: &str) {
+    /// Notes that `node`'s copy of `partition` is up to date.
+    pub fn unstale(&mut self, partition: u32, node: &str) {
         if let Some(stale) = self.stale.get_mut(partition as usize) {
             stale.retain(|n| n != node);
         }

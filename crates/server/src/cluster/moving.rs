@@ -18,6 +18,10 @@ pub trait MapWriter: Send + Sync + std::fmt::Debug {
     /// Gives `partition` to node `to` in one transaction that fails if the map changed since it
     /// was read or `from` no longer owns the partition; the view after it.
     fn reassign<'a>(&'a self, partition: u32, from: &'a str, to: &'a str) -> BoxFuture<'a, Result<View, String>>;
+
+    /// `node`'s copies of `partitions` are up to date again: no longer stale, in one
+    /// transaction; the view after it.
+    fn refresh<'a>(&'a self, node: &'a str, partitions: &'a [u32]) -> BoxFuture<'a, Result<View, String>>;
 }
 
 /// Per partition, the gate its writes pass and how often a move run here gave it away.

@@ -137,6 +137,18 @@ impl Etcd {
         self.change_map(change, Vec::new()).await.with_context(|| format!("giving partition {partition} to `{to}`"))
     }
 
+    /// Names `node`'s copies of `partitions` up to date again (no longer stale), in one
+    /// transaction on the map's revision as read here. The view after it.
+    pub async fn refresh(&mut self, node: &str, partitions: &[u32]) -> anyhow::Result<View> {
+        let change = |map: &mut ClusterMap| {
+            for &p in partitions {
+                map.unstale(p, node);
+            }
+            Ok(())
+        };
+        self.change_map(change, Vec::new()).await.with_context(|| format!("naming `{node}`'s copies up to date"))
+    }
+
     /// Gives each partition of `assigned` to its node, taking them from the dead node `dead`
     /// (whose copy, where it keeps one, is stale, as are the copies of `stale`), in one
     /// transaction that fails if the map is no longer at `version` (another failover or move

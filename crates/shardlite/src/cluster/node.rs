@@ -202,6 +202,11 @@ impl MapWriter for EtcdMap {
         let mut etcd = self.0.clone();
         Box::pin(async move { etcd.reassign(partition, from, to).await.map_err(|e| format!("{e:#}")) })
     }
+
+    fn refresh<'a>(&'a self, node: &'a str, partitions: &'a [u32]) -> BoxFuture<'a, Result<View, String>> {
+        let mut etcd = self.0.clone();
+        Box::pin(async move { etcd.refresh(node, partitions).await.map_err(|e| format!("{e:#}")) })
+    }
 }
 
 /// Renews the lease, telling `cluster` until when it holds; when it lapses (etcd unreachable

@@ -79,7 +79,12 @@ async fn every_write_is_on_two_copies_before_its_answer_and_the_copies_end_ident
         let held = &copies[owner].0[p as usize];
         assert!(!held.is_empty(), "partition {p} holds records");
         for id in ids.iter().filter(|id| **id != owner && **id != "n3") {
-            assert_eq!(&copies[id].0[p as usize], held, "partition {p}: {id}'s copy is {owner}'s");
+            let copy = &copies[id].0[p as usize];
+            let first = copy.iter().zip(held).position(|(x, y)| x != y).map(|at| (&copy[at], &held[at]));
+            assert!(
+                copy.len() == held.len() && first.is_none(),
+                "partition {p}: {id}'s copy is not {owner}'s: {first:?}"
+            );
         }
         // n3, killed, may lack the last writes of its copies, but holds nothing astray: each of
         // its records is the owner's record of that id, at the owner's counter or an older one.
@@ -214,13 +219,84 @@ async fn a_killed_owner_fails_over_to_its_most_advanced_copy_with_every_acknowle
     for k in acked.keys().take(8) {
         assert!(http.put(n1.kv(k)).body("after").send().await.unwrap().status().is_success());
     }
-    for id in ["n1", "n2"] {
+    // n3 comes back: its stale copies are brought up to date from snapshots, and named so.
+    let n1_url = n1.url.clone();
+    nodes.start(&etcd, "n3", dir.path(), &["--lease-ttl", super::failover::LEASE_TTL]).await;
+    super::failover::until("n3's copies are up to date", || async {
+        super::get_json(&format!("{n1_url}/cluster")).await.get("stale").is_none()
+    })
+    .await;
+    // With n2 stopped, n1's partitions take writes only once n3 holds them again (its copies
+    // of n1's own partitions come from snapshots too: it missed their writes while dead).
+    assert!(nodes.servers.remove("n2").unwrap().stop().success(), "n2 stops cleanly");
+    let owned_by_n1: Vec<u32> =
+        (0..super::PARTITIONS).filter(|&p| map["owners"][p as usize] == "n1" || initial_owner(p) == "n1").collect();
+    let of_n1: Vec<&Vec<u8>> = acked.keys().filter(|k| owned_by_n1.contains(&nodes.partition(k))).collect();
+    for k in &of_n1 {
+        super::failover::until("n3 holds n1's writes", || {
+            let (http, url) = (http.clone(), nodes.server("n1").kv(k));
+            async move { http.put(url).body("back").send().await.unwrap().status().is_success() }
+        })
+        .await;
+    }
+    let stopped = ["n1", "n3"].map(|id| nodes.servers.remove(id).unwrap().stop().success());
+    assert!(stopped.iter().all(|s| *s), "every node stops cleanly");
+    let copies: Vec<_> = ["n1", "n2", "n3"].map(|id| partitions_of(&dir.path().join(id))).into();
+    assert!(copies.iter().all(|(_, sound)| *sound), "every copy passes check");
+    for p in 0..super::PARTITIONS as usize {
+        // n2 stopped before the last writes to n1's partitions.
+        let others: &[(&str, usize)] = if owned_by_n1.contains(&(p as u32)) { &[("n3", 2)] } else { &[("n2", 1)] };
+        for &(id, at) in others {
+            let (a, b) = (&copies[0].0[p], &copies[at].0[p]);
+            let first = a.iter().zip(b).position(|(x, y)| x != y).map(|at| (&a[at], &b[at]));
+            assert!(a.len() == b.len() && first.is_none(), "partition {p}: n1 and {id} differ: {first:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_killed_while_writes_land_is_brought_up_to_date_when_it_returns() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let ids = ["n1", "n2", "n3"];
+    let mut nodes = Nodes::init_with(&etcd, &ids, &[], "http", &["--copies", "3", "--acks", "2"]);
+    for id in ids {
+        nodes.start(&etcd, id, dir.path(), &["--replication-timeout-ms", "1000"]).await;
+    }
+    let http = client();
+    let hasher = nodes.hasher;
+    let of_n1_n2 = move |i: &u32| initial_owner(hasher.locate(&key(*i)).partition) != "n3";
+    for i in (0..100).filter(of_n1_n2) {
+        assert_eq!(http.put(nodes.server("n1").kv(&key(i))).body(format!("v{i}")).send().await.unwrap().status(), 201);
+    }
+    // n3 is away while more writes land, updates of the first ones among them.
+    nodes.servers.remove("n3").unwrap().kill();
+    for i in (0..600).filter(of_n1_n2) {
+        let put = http.put(nodes.server("n2").kv(&key(i))).body(format!("w{i}")).send().await.unwrap();
+        assert!(put.status().is_success(), "key {i}: two copies are alive");
+    }
+    nodes.start(&etcd, "n3", dir.path(), &["--replication-timeout-ms", "1000"]).await;
+    // Brought up to date from snapshots, n3 holds writes for n1 and n2 again: with n2 stopped,
+    // n1's partitions take writes (held by n1 and n3).
+    assert!(nodes.servers.remove("n2").unwrap().stop().success());
+    let n1_keys: Vec<u32> = (0..600).filter(|i| initial_owner(nodes.partition(&key(*i))) == "n1").collect();
+    // Each partition's copy is brought up in turn: a write to it succeeds once its is.
+    for &i in &n1_keys {
+        super::failover::until("n3 holds n1's writes again", || {
+            let (http, url) = (http.clone(), nodes.server("n1").kv(&key(i)));
+            async move { http.put(url).body(format!("x{i}")).send().await.unwrap().status().is_success() }
+        })
+        .await;
+    }
+    for id in ["n1", "n3"] {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
     }
-    let (on_n1, on_n2) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n2")));
-    assert!(on_n1.1 && on_n2.1, "both pass check");
-    for (p, (a, b)) in on_n1.0.iter().zip(&on_n2.0).enumerate() {
+    let (on_n1, on_n3) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n3")));
+    assert!(on_n1.1 && on_n3.1, "both pass check");
+    for p in (0..super::PARTITIONS).filter(|&p| initial_owner(p) == "n1") {
+        let (a, b) = (&on_n1.0[p as usize], &on_n3.0[p as usize]);
         let first = a.iter().zip(b).position(|(x, y)| x != y).map(|at| (&a[at], &b[at]));
-        assert!(a.len() == b.len() && first.is_none(), "partition {p}: n1 and n2 differ: {first:?}");
+        assert!(a.len() == b.len() && first.is_none(), "partition {p}: n1 and n3 differ: {first:?}");
     }
 }

@@ -4,6 +4,11 @@
 //! and record count — keeping the index and the record cache as a commit does. `meta.log_applied`
 //! moves past each transaction's record in this node's log, so an open replays what the copy
 //! lacks exactly as it does for the node's own writes.
+//!
+//! Applying a transaction the copy holds already changes nothing (as replay): an insert below
+//! `next_id` is there, an update not above the record's counter is older than what it holds, a
+//! delete of an absent record is done. A copy taken from a snapshot may so get transactions the
+//! snapshot has.
 
 use std::sync::atomic::Ordering;
 
@@ -52,7 +57,10 @@ impl PartitionWriter {
                 held_next_id = r.tx.next_id;
                 Ok(())
             })
-            .and_then(|()| sql::write_meta(&self.conn, next_id, records, Some(last.local_end)));
+            .and_then(|()| {
+                let applied = self.partition.applied.load(Ordering::Relaxed).max(last.local_end);
+                sql::write_meta(&self.conn, next_id, records, Some(applied))
+            });
         if let Err(err) = run {
             sql::rollback(&self.conn);
             return Err(err);
@@ -72,13 +80,11 @@ impl PartitionWriter {
             index.apply(&touched.added, &touched.removed, next_id.saturating_sub(1));
         }
         self.set_counts(next_id, records);
-        self.partition.applied.store(last.local_end, Ordering::Relaxed);
+        self.partition.applied.fetch_max(last.local_end, Ordering::Relaxed);
         Ok(())
     }
 
-    /// One transaction's effects, in order. An insert of an id below the copy's `next_id` is
-    /// there already (a transaction applied twice changes nothing); an update or a delete of a
-    /// record the copy lacks means the copy is not the owner's.
+    /// One transaction's effects, in order, but those the copy holds already (module doc).
     fn apply_tx(&self, tx: &LoggedTx, held_next_id: u64, touched: &mut Touched) -> Result<()> {
         let hashed = self.partition.mode == IndexMode::Hash;
         let floor = self.partition.index.as_ref().map_or(0, |i| i.tombstone_floor());
@@ -95,12 +101,15 @@ impl PartitionWriter {
                     touched.keys.push(key.clone());
                 }
                 Effect::Update { id, counter, value } => {
-                    let key = self.held_key(*id)?;
+                    let (key, held) = self.held(*id)?;
+                    if *counter <= held {
+                        continue;
+                    }
                     sql::update(&self.conn, *id, *counter, value)?;
                     touched.keys.push(key);
                 }
                 Effect::Delete { id } => {
-                    let key = self.held_key(*id)?;
+                    let Some((key, _)) = sql::key_counter_by_id(&self.conn, *id)? else { continue };
                     let tombstone = hashed && u64::from(*id) <= floor;
                     sql::delete(&self.conn, *id, tombstone)?;
                     if hashed && !tombstone {
@@ -113,16 +122,12 @@ impl PartitionWriter {
         Ok(())
     }
 
-    /// The key of record `id`, which the copy must hold.
-    fn held_key(&self, id: u32) -> Result<Vec<u8>> {
-        match sql::key_counter_by_id(&self.conn, id)? {
-            Some((key, _)) => Ok(key),
-            None => Err(Error::Corrupt {
-                path: self.partition.db_path.clone(),
-                what: format!(
-                    "the owner changed record {id}, which this copy lacks: the copy differs from the owner's"
-                ),
-            }),
-        }
+    /// The key and counter of record `id`, which the copy must hold: an update of a record it
+    /// lacks means the copy is not the owner's.
+    fn held(&self, id: u32) -> Result<(Vec<u8>, u64)> {
+        sql::key_counter_by_id(&self.conn, id)?.ok_or_else(|| Error::Corrupt {
+            path: self.partition.db_path.clone(),
+            what: format!("the owner changed record {id}, which this copy lacks: the copy differs from the owner's"),
+        })
     }
 }

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use shardlite_engine::MovePart;
 
 use crate::{
-    backend::Departure,
+    backend::{Chunks, Departure},
     cluster::{Cluster, MapWriter, Owner},
     http::{
         error::ApiError,
@@ -224,7 +224,7 @@ async fn kept(state: &State, partition: u32, err: ApiError) -> ApiError {
 async fn ask_adopt(state: &State, cluster: &Cluster, target: &Owner, extra: &str) -> Result<Adopted, ApiError> {
     let to = &target.node;
     let path = format!("/admin/adopt?partition={}&from={}{extra}", target.partition, cluster.node());
-    let (status, body) = call(state, cluster, target, Method::POST, &path).await?;
+    let (status, _, body) = call(state, cluster, target, Method::POST, &path).await?;
     let answer = body.collect().await.map_err(|e| failed(to, &e.to_string()))?.to_bytes();
     if status != StatusCode::OK {
         return Err(failed(to, &format!("{status} {}", String::from_utf8_lossy(&answer))));
@@ -283,11 +283,25 @@ async fn pull(
         MovePart::Copy => format!("/admin/move/records?partition={partition}"),
         MovePart::Changes => format!("/admin/move/records?partition={partition}&part=changes"),
     };
-    let (status, mut body) = call(state, cluster, source, Method::GET, &path).await?;
+    let (status, _, body) = call(state, cluster, source, Method::GET, &path).await?;
     if status != StatusCode::OK {
         let answer = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
         return Err(failed(from, &format!("{status} {}", String::from_utf8_lossy(&answer))));
     }
+    let (chunks, relay) = relay(body);
+    let received = state.backend.adopt(partition, part, chunks).await?;
+    adopted.bytes += relay.await.map_err(|e| internal(e.to_string()))?;
+    adopted.records = received.live;
+    if part == MovePart::Changes {
+        adopted.rounds += 1;
+        adopted.changes = received.entries;
+    }
+    Ok(())
+}
+
+/// The chunks of `body` as they arrive, on a channel, and the task relaying them, which ends
+/// with the bytes relayed.
+pub(super) fn relay(mut body: Incoming) -> (Chunks, tokio::task::JoinHandle<u64>) {
     let (sender, chunks) = tokio::sync::mpsc::channel(16);
     let relay = tokio::spawn(async move {
         let mut bytes = 0u64;
@@ -301,14 +315,7 @@ async fn pull(
         }
         bytes
     });
-    let received = state.backend.adopt(partition, part, chunks).await?;
-    adopted.bytes += relay.await.map_err(|e| internal(e.to_string()))?;
-    adopted.records = received.live;
-    if part == MovePart::Changes {
-        adopted.rounds += 1;
-        adopted.changes = received.entries;
-    }
-    Ok(())
+    (chunks, relay)
 }
 
 /// `GET /admin/move/records?partition=P[&part=changes]`: partition `P` as a transfer stream:
@@ -327,13 +334,13 @@ pub async fn records(state: &State, query: Option<&str>) -> Result<Response, Api
 
 /// Asks node `to` for `path` as a node of the cluster: with this node's own token (the `node`
 /// role the move's routes need), never the token of the client that asked for the move.
-async fn call(
+pub(super) async fn call(
     state: &State,
     cluster: &Cluster,
     to: &Owner,
     method: Method,
     path: &str,
-) -> Result<(StatusCode, Incoming), ApiError> {
+) -> Result<(StatusCode, hyper::HeaderMap, Incoming), ApiError> {
     let mut head = Request::new(());
     *head.method_mut() = method;
     *head.uri_mut() = path.parse().map_err(|e: hyper::http::uri::InvalidUri| internal(e.to_string()))?;
@@ -344,7 +351,7 @@ async fn call(
     let (head, ()): (Parts, ()) = head.into_parts();
     let answer = state.forwarder.send(to, cluster.node(), &head, Bytes::new()).await?;
     let (parts, body) = answer.into_parts();
-    Ok((parts.status, body))
+    Ok((parts.status, parts.headers, body))
 }
 
 pub(super) fn node_of_cluster(state: &State) -> Result<&Cluster, ApiError> {

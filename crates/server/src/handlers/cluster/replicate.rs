@@ -9,19 +9,29 @@
 //!  GET  &part=tail&partition=P&after=N    NODE's transactions of P held here from N (a frame)
 //!  POST &part=catch-up&partition=P        a more advanced copy's tail taken in, every
 //!                                         transaction of P held applied: {"partition": P}
+//!  a copy NODE is to take from a snapshot (its owner's link announced P in a new stream):
+//!  POST &part=copy&partition=P   on the copy: pulls the next one from NODE, takes P in from it,
+//!                                applies what it held of NODE's log since: {"partition", "records"}
+//!  GET  &part=snapshot&partition=P   on the owner: P as a transfer stream, and in the header
+//!                                `Shardlite-Log-Position` where in its log the snapshot is
 //! ```
 //!
 //! The failover (`shardlite cluster failover`) seals every live copy, makes the most advanced one
 //! owner (`POST /admin/takeover`), and brings the others up to it with its tail.
 
-use hyper::{body::Incoming, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use hyper::{
+    body::Incoming,
+    header::{HeaderName, HeaderValue},
+    Method, Request, StatusCode,
+};
 use serde::Serialize;
 use serde_json::json;
 use shardlite_engine::replication::Receipt;
 
-use super::moving::{bad_query, json, node_of_cluster, param, partition_of};
+use super::moving::{bad_query, call, internal, json, node_of_cluster, param, partition_of, relay};
 use crate::{
-    cluster::Cluster,
+    cluster::{Cluster, Owner},
     http::{
         body::{self, Limit},
         error::ApiError,
@@ -74,9 +84,17 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
             state.backend.catch_up(from, partition, frame.into()).await?;
             json(&json!({ "partition": partition }))
         }
+        (&Method::GET, Some("snapshot")) => {
+            let partition = partition_of(cluster, &query)?;
+            snapshot(state, cluster, &from, partition).await
+        }
+        (&Method::POST, Some("copy")) => {
+            let partition = partition_of(cluster, &query)?;
+            take_copy(state, cluster, &from, partition).await
+        }
         (method, part) => Err(bad_query(format!(
             "{method} /admin/replicate takes part = {}, not `{}`",
-            if method == Method::GET { "tail" } else { "seal or catch-up (or none: a frame)" },
+            if method == Method::GET { "tail or snapshot" } else { "seal, catch-up or copy (or none: a frame)" },
             part.unwrap_or_default()
         ))),
     }
@@ -99,6 +117,58 @@ async fn receive(state: &State, from: &str, body: Incoming) -> Result<Response, 
             ))
         }
     }
+}
+
+/// The header of a snapshot's answer: where in the owner's log it is.
+const LOG_POSITION: HeaderName = HeaderName::from_static("shardlite-log-position");
+
+/// `partition` as a transfer stream for `copy`, a node keeping a copy of it, with the position
+/// in this node's log the snapshot holds every transaction before.
+async fn snapshot(state: &State, cluster: &Cluster, copy: &str, partition: u32) -> Result<Response, ApiError> {
+    let view = cluster.view();
+    if view.map.owners[partition as usize] != cluster.node()
+        || !view.map.replicas_of(partition).iter().any(|n| n == copy)
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "copy_behind",
+            format!(
+                "node `{copy}` keeps no copy of partition {partition} owned here (map version {})",
+                view.map.version
+            ),
+        ));
+    }
+    let (position, chunks) = state.backend.send_copy(partition).await?;
+    let mut answer = response::streamed(OCTET_STREAM, None, chunks);
+    answer.headers_mut().insert(LOG_POSITION, HeaderValue::from(position));
+    Ok(answer)
+}
+
+/// Takes `partition` in from `owner`'s snapshot, pulled from it, in place of this node's copy.
+async fn take_copy(state: &State, cluster: &Cluster, owner: &str, partition: u32) -> Result<Response, ApiError> {
+    let view = cluster.view();
+    let address = view.addresses.get(owner).cloned().unwrap_or_default();
+    let source = Owner { partition, node: owner.to_owned(), address, map_version: view.map.version };
+    let path = format!("/admin/replicate?from={}&part=snapshot&partition={partition}", cluster.node());
+    tracing::debug!(owner, partition, "pulling a snapshot");
+    let (status, headers, body) = call(state, cluster, &source, Method::GET, &path).await?;
+    tracing::debug!(owner, partition, %status, "a snapshot's answer");
+    let position = headers.get(LOG_POSITION).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let Some(position) = position.filter(|_| status == StatusCode::OK) else {
+        let answer = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "copy_failed",
+            format!(
+                "node `{owner}` sent no snapshot of partition {partition}: {status} {}",
+                String::from_utf8_lossy(&answer)
+            ),
+        ));
+    };
+    let (chunks, relay) = relay(body);
+    let received = state.backend.take_copy(owner.to_owned(), partition, position, chunks).await?;
+    relay.await.map_err(|e| internal(e.to_string()))?;
+    json(&json!({ "partition": partition, "records": received.live }))
 }
 
 async fn read_frame(state: &State, body: Incoming) -> Result<Vec<u8>, ApiError> {

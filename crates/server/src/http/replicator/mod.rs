@@ -38,14 +38,13 @@ use crate::{
     backend::Backend,
     cluster::{Cluster, Owner},
 };
+use link::Link;
+
+mod link;
+mod resync;
 
 /// How long after the last frame a node is sent an empty one saying how far the log is committed.
 const SETTLE_AFTER: Duration = Duration::from_millis(20);
-/// Bytes of frames a link keeps for a copy that does not answer; past them the copy is behind.
-const LINK_BUFFER: usize = 256 << 20;
-/// The first wait before sending a frame again; doubled up to [`RETRY_MAX`].
-const RETRY_FIRST: Duration = Duration::from_millis(10);
-const RETRY_MAX: Duration = Duration::from_secs(1);
 /// Refused ranges remembered to tell the copies.
 const REFUSED_KEPT: usize = 1024;
 
@@ -87,7 +86,8 @@ impl Replicator {
     ) -> Arc<Self> {
         let (flushes, shipments) = mpsc::unbounded_channel();
         let (resolve, in_flight) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared { cluster, backend, client, token, log: Mutex::default() });
+        let shared =
+            Arc::new(Shared { cluster, backend, client, token, log: Mutex::default(), resyncing: Mutex::default() });
         tokio::spawn(dispatch(Arc::clone(&shared), shipments, resolve));
         tokio::spawn(resolve_in_order(shared, in_flight, timeout));
         Arc::new(Self { flushes })
@@ -113,6 +113,15 @@ struct Shared {
     client: Forwarder,
     token: Option<String>,
     log: Mutex<Committed>,
+    /// The copies `(node, partition)` being brought up to date from a snapshot: they get the
+    /// partition's transactions but count for no write until the snapshot is in.
+    resyncing: Mutex<BTreeSet<(String, u32)>>,
+}
+
+impl Shared {
+    fn resyncing(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, u32)>> {
+        self.resyncing.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// How far this node's log is committed, and the ranges refused lately.
@@ -159,15 +168,8 @@ async fn dispatch(
         let (reply, answers) = mpsc::unbounded_channel();
         for (node, Theirs { txs, partitions }) in theirs {
             let epochs = partitions.into_iter().filter_map(|p| Some((p, shared.backend.partition_epoch(p)?))).collect();
-            let frame = Frame {
-                from: shipment.from,
-                to: shipment.to,
-                commit,
-                new_stream: false,
-                refused: refused.clone(),
-                epochs,
-                txs,
-            };
+            let (from, to) = (shipment.from, shipment.to);
+            let frame = Frame { from, to, commit, refused: refused.clone(), epochs, txs, ..Frame::default() };
             let link = links.entry(node.clone()).or_insert_with(|| Link::start(&shared, &node));
             link.send(frame, reply.clone());
         }
@@ -195,30 +197,33 @@ struct Theirs {
 }
 
 /// Sorts the shipment's transactions of this node's partitions by the nodes keeping copies of
-/// them. A stale copy gets nothing and counts for nothing: it is not the owner's.
+/// them. A stale copy, or one being brought up to date, gets them (held until its snapshot is
+/// in) but counts for nothing.
 fn sort(shared: &Shared, shipment: &Shipment) -> Sorted {
     let view = shared.cluster.view();
     let (map, me) = (&view.map, shared.cluster.node());
     let mine = |p: u32| map.owners[p as usize] == me;
     let mut theirs: BTreeMap<String, Theirs> = (0..map.partitions)
         .filter(|&p| mine(p))
-        .flat_map(|p| map.live_replicas_of(p))
+        .flat_map(|p| map.replicas_of(p))
         .map(|node| (node.clone(), Theirs::default()))
         .collect();
+    let resyncing = shared.resyncing().clone();
     let mut needs: Vec<(Vec<String>, usize)> = Vec::new();
     for raw in shipment.transactions() {
         let Some(p) = raw.partition().filter(|&p| p < map.partitions && mine(p) && !map.replicas_of(p).is_empty())
         else {
             continue;
         };
-        let replicas: Vec<String> = map.live_replicas_of(p).into_iter().cloned().collect();
-        for node in &replicas {
+        for node in map.replicas_of(p) {
             let copy = theirs.entry(node.clone()).or_default();
             copy.txs.push((raw.lsn, raw.body.to_vec()));
             copy.partitions.insert(p);
         }
-        if !needs.iter().any(|(r, _)| *r == replicas) {
-            needs.push((replicas, map.acks as usize - 1));
+        let counted: Vec<String> =
+            map.live_replicas_of(p).into_iter().filter(|n| !resyncing.contains(&((*n).clone(), p))).cloned().collect();
+        if !needs.iter().any(|(r, _)| *r == counted) {
+            needs.push((counted, map.acks as usize - 1));
         }
     }
     Sorted { theirs, needs }
@@ -289,139 +294,29 @@ async fn enough(needs: &[(Vec<String>, usize)], mut answers: mpsc::UnboundedRece
     Ok(())
 }
 
-/// One copy node's frames, sent in order by its own task.
-struct Link {
-    frames: mpsc::UnboundedSender<(Frame, mpsc::UnboundedSender<Answer>)>,
-    /// The commit point of the last frame given it.
-    told: u64,
-}
-
-impl Link {
-    fn start(shared: &Arc<Shared>, node: &str) -> Self {
-        let (frames, queue) = mpsc::unbounded_channel();
-        tokio::spawn(run_link(Arc::clone(shared), node.to_owned(), queue));
-        Self { frames, told: 0 }
-    }
-
-    fn send(&mut self, frame: Frame, reply: mpsc::UnboundedSender<Answer>) {
-        self.told = self.told.max(frame.commit);
-        let _ = self.frames.send((frame, reply));
-    }
-}
-
-/// Sends a copy node its frames in order, each once its predecessors were acknowledged. Those
-/// that waited while a send failed go together, merged into one, when it is tried again.
-async fn run_link(
-    shared: Arc<Shared>,
-    node: String,
-    mut queue: mpsc::UnboundedReceiver<(Frame, mpsc::UnboundedSender<Answer>)>,
-) {
-    let mut new_stream = true;
-    let mut behind: Option<String> = None;
-    let mut waiting: Vec<(Frame, mpsc::UnboundedSender<Answer>)> = Vec::new();
-    let mut retry = RETRY_FIRST;
-    while let Some(first) = queue.recv().await {
-        waiting.push(first);
-        while let Ok(more) = queue.try_recv() {
-            waiting.push(more);
-        }
-        if let Some(why) = &behind {
-            for (_, reply) in waiting.drain(..) {
-                let _ = reply.send((node.clone(), Err(why.clone())));
-            }
-            continue;
-        }
-        loop {
-            let mut frame = merge(waiting.iter().map(|(f, _)| f));
-            frame.new_stream = new_stream;
-            match post(&shared, &node, &frame).await {
-                Ok(Sent::Held) => {
-                    new_stream = false;
-                    retry = RETRY_FIRST;
-                    for (_, reply) in waiting.drain(..) {
-                        let _ = reply.send((node.clone(), Ok(())));
-                    }
-                    break;
-                }
-                Ok(Sent::Behind(why)) => {
-                    tracing::warn!(node, %why, "a copy is behind: it gets no more frames until it is brought up to date");
-                    behind = Some(why.clone());
-                    for (_, reply) in waiting.drain(..) {
-                        let _ = reply.send((node.clone(), Err(why.clone())));
-                    }
-                    break;
-                }
-                Err(why) => {
-                    let bytes: usize = waiting.iter().flat_map(|(f, _)| &f.txs).map(|(_, b)| b.len()).sum();
-                    if bytes > LINK_BUFFER {
-                        let why =
-                            format!("node `{node}` was unreachable while {bytes} bytes of writes waited for it: {why}");
-                        tracing::warn!(node, %why, "a copy is behind: it gets no more frames until it is brought up to date");
-                        for (_, reply) in waiting.drain(..) {
-                            let _ = reply.send((node.clone(), Err(why.clone())));
-                        }
-                        behind = Some(why);
-                        break;
-                    }
-                    tracing::debug!(node, %why, "sending a frame failed; trying again");
-                    tokio::time::sleep(retry).await;
-                    retry = (retry * 2).min(RETRY_MAX);
-                    while let Ok(more) = queue.try_recv() {
-                        waiting.push(more);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Frames that follow each other as one: the first's start, the last's end, every transaction.
-fn merge<'a>(frames: impl Iterator<Item = &'a Frame>) -> Frame {
-    let mut merged: Option<Frame> = None;
-    for frame in frames {
-        match &mut merged {
-            None => merged = Some(frame.clone()),
-            Some(m) => {
-                m.to = frame.to;
-                m.commit = m.commit.max(frame.commit);
-                m.refused.clone_from(&frame.refused);
-                m.epochs.extend(frame.epochs.iter().copied());
-                m.txs.extend(frame.txs.iter().cloned());
-            }
-        }
-    }
-    merged.unwrap_or_default()
-}
-
-/// What a copy said to a frame.
-enum Sent {
-    Held,
-    /// It does not follow what the copy holds: why.
-    Behind(String),
-}
-
-/// `POST /admin/replicate?from=THIS_NODE` to `node` with the frame; its answer.
-async fn post(shared: &Shared, node: &str, frame: &Frame) -> Result<Sent, String> {
+/// `METHOD /admin/replicate?from=THIS_NODE` + `query` to `node` as a node of the cluster (the
+/// node token), with `body`; the answer's status and whole body.
+async fn ask(
+    shared: &Shared,
+    node: &str,
+    method: Method,
+    query: &str,
+    body: Bytes,
+) -> Result<(StatusCode, Bytes), String> {
     let view = shared.cluster.view();
     let me = shared.cluster.node();
     let address = view.addresses.get(node).ok_or_else(|| format!("node `{node}` has no address in the map"))?;
     let to = Owner { partition: 0, node: node.to_owned(), address: address.clone(), map_version: view.map.version };
     let mut head = Request::new(());
-    *head.method_mut() = Method::POST;
-    *head.uri_mut() = format!("/admin/replicate?from={me}").parse().map_err(|e| format!("{e}"))?;
+    *head.method_mut() = method;
+    *head.uri_mut() = format!("/admin/replicate?from={me}{query}").parse().map_err(|e| format!("{e}"))?;
     if let Some(token) = &shared.token {
         let bearer = HeaderValue::try_from(format!("Bearer {token}")).map_err(|e| e.to_string())?;
         head.headers_mut().insert(AUTHORIZATION, bearer);
     }
     let (head, ()) = head.into_parts();
-    let answer = shared.client.send(&to, me, &head, Bytes::from(frame.encode())).await.map_err(|e| e.message)?;
+    let answer = shared.client.send(&to, me, &head, body).await.map_err(|e| e.message)?;
     let status = answer.status();
     let body = answer.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-    match status {
-        StatusCode::OK => Ok(Sent::Held),
-        StatusCode::CONFLICT => {
-            Ok(Sent::Behind(format!("node `{node}`'s copy is behind: {}", String::from_utf8_lossy(&body))))
-        }
-        status => Err(format!("node `{node}` answered {status}: {}", String::from_utf8_lossy(&body))),
-    }
+    Ok((status, body))
 }

@@ -1,0 +1,231 @@
+//! One copy node's link: the frames for it sent in order by a task of its own, each once its
+//! predecessors were acknowledged; those that waited while a send failed go together, merged
+//! into one, when it is tried again. A link starts a new stream (the copy then takes the frames
+//! from where the owner's log is) when it starts, when the copy was behind (it restarted, or
+//! missed more than [`LINK_BUFFER`]), and when the map names a copy of the node stale: the
+//! stream's first frame then announces the partitions whose copies come from a snapshot next
+//! (`super::resync`), and until each is in, the node counts for none of that partition's writes.
+
+use std::{
+    collections::BTreeSet,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use shardlite_engine::replication::Frame;
+use tokio::sync::mpsc;
+
+use super::{resync, Answer, Shared};
+
+/// Bytes of frames a link keeps for a copy that does not answer; past them the copy is behind.
+const LINK_BUFFER: usize = 256 << 20;
+/// How often an idle link looks whether its copy needs a new stream (it was behind, or the map
+/// names one of its copies stale).
+const LOOK_EVERY: Duration = Duration::from_millis(500);
+/// How long a frame's answer may take before the frame is sent again (a copy that accepted the
+/// connection but does not answer: stopped, or not serving yet).
+const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+/// The first wait before sending a frame again; doubled up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(10);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// A frame for the node and where its answer goes.
+type Queued = (Frame, mpsc::UnboundedSender<Answer>);
+
+/// One copy node's frames.
+pub(super) struct Link {
+    frames: mpsc::UnboundedSender<Queued>,
+    /// The commit point of the last frame given it.
+    pub(super) told: u64,
+}
+
+impl Link {
+    pub(super) fn start(shared: &Arc<Shared>, node: &str) -> Self {
+        let (frames, queue) = mpsc::unbounded_channel();
+        tokio::spawn(run(Arc::clone(shared), node.to_owned(), queue));
+        Self { frames, told: 0 }
+    }
+
+    pub(super) fn send(&mut self, frame: Frame, reply: mpsc::UnboundedSender<Answer>) {
+        self.told = self.told.max(frame.commit);
+        let _ = self.frames.send((frame, reply));
+    }
+}
+
+/// Where the link's stream stands.
+struct Stream {
+    /// The next frame starts a new stream.
+    new: bool,
+    /// The copy was behind: every partition's copy comes from a snapshot.
+    behind: bool,
+    /// The partitions announced in this stream (their snapshots sent, or to be).
+    announced: BTreeSet<u32>,
+    /// Bumped by each new stream the copy took: the snapshots sent for an earlier one stop.
+    generation: Arc<AtomicU64>,
+}
+
+impl Stream {
+    /// Whether a new stream is due although no frame waits: the copy was behind, or the map
+    /// names a copy of the node stale that this stream has not announced.
+    fn due(&self, shared: &Shared, node: &str) -> bool {
+        let view = shared.cluster.view();
+        let (map, me) = (&view.map, shared.cluster.node());
+        self.behind
+            || (0..map.partitions).any(|p| {
+                map.owners[p as usize] == me
+                    && !self.announced.contains(&p)
+                    && map.stale.get(p as usize).is_some_and(|s| s.iter().any(|n| n == node))
+            })
+    }
+
+    /// Marks `frame` as a new stream's first if one is due, announcing the partitions whose
+    /// copies come from a snapshot: those not up to date yet.
+    fn prepare(&mut self, shared: &Shared, node: &str, frame: &mut Frame) {
+        let view = shared.cluster.view();
+        let (map, me) = (&view.map, shared.cluster.node());
+        let here: BTreeSet<u32> = (0..map.partitions)
+            .filter(|&p| map.owners[p as usize] == me && map.replicas_of(p).iter().any(|n| n == node))
+            .collect();
+        let wanted: BTreeSet<u32> = match self.behind {
+            true => here,
+            false => here
+                .into_iter()
+                .filter(|&p| map.stale.get(p as usize).is_some_and(|s| s.iter().any(|n| n == node)))
+                .collect(),
+        };
+        let fresh: BTreeSet<u32> = match self.behind {
+            true => wanted,
+            false => wanted.difference(&self.announced).copied().collect(),
+        };
+        if !(self.new || self.behind || !fresh.is_empty()) {
+            return;
+        }
+        if self.behind {
+            self.announced.clear();
+        }
+        let mut resyncing = shared.resyncing();
+        resyncing.extend(fresh.iter().map(|&p| (node.to_owned(), p)));
+        frame.new_stream = true;
+        frame.resync = resyncing.iter().filter(|(n, _)| n == node).map(|(_, p)| *p).collect();
+        tracing::debug!(node, from = frame.from, resync = ?frame.resync, "a new stream of frames");
+        self.announced.extend(&fresh);
+        (self.new, self.behind) = (true, false);
+    }
+
+    /// The copy took a new stream's first frame: the snapshots it announced are sent (those of
+    /// an earlier stream stop).
+    fn started(&mut self, shared: &Arc<Shared>, node: &str, frame: &Frame) {
+        let at = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        if !frame.resync.is_empty() {
+            let partitions = frame.resync.iter().copied().collect();
+            let generation = (Arc::clone(&self.generation), at);
+            tokio::spawn(resync::copies(Arc::clone(shared), node.to_owned(), partitions, generation));
+        }
+        self.new = false;
+    }
+}
+
+/// Sends the node its frames in order; see the module's doc.
+async fn run(shared: Arc<Shared>, node: String, mut queue: mpsc::UnboundedReceiver<Queued>) {
+    let mut stream = Stream { new: true, behind: false, announced: BTreeSet::new(), generation: Arc::default() };
+    let mut waiting: Vec<Queued> = Vec::new();
+    let mut retry = RETRY_FIRST;
+    // Where the owner's log stands in the last frame sent: an idle link's new stream starts there.
+    let mut sent_to = None;
+    loop {
+        let first = tokio::select! {
+            first = queue.recv() => match first {
+                Some(first) => first,
+                None => return,
+            },
+            () = tokio::time::sleep(LOOK_EVERY) => match sent_to.filter(|_| stream.due(&shared, &node)) {
+                Some(at) => (Frame { from: at, to: at, ..Frame::default() }, mpsc::unbounded_channel().0),
+                None => continue,
+            },
+        };
+        waiting.push(first);
+        while let Ok(more) = queue.try_recv() {
+            waiting.push(more);
+        }
+        loop {
+            let mut frame = merge(waiting.iter().map(|(f, _)| f));
+            stream.prepare(&shared, &node, &mut frame);
+            let answer = match post(&shared, &node, &frame).await {
+                Ok(Sent::Held) => {
+                    if frame.new_stream {
+                        stream.started(&shared, &node, &frame);
+                    }
+                    (sent_to, retry) = (Some(frame.to), RETRY_FIRST);
+                    Ok(())
+                }
+                Ok(Sent::Behind(why)) => {
+                    tracing::warn!(node, %why, "a copy is behind: its partitions are sent as snapshots");
+                    (stream.behind, sent_to) = (true, Some(frame.to));
+                    Err(why)
+                }
+                Err(why) => {
+                    let bytes: usize = waiting.iter().flat_map(|(f, _)| &f.txs).map(|(_, b)| b.len()).sum();
+                    if bytes <= LINK_BUFFER {
+                        tracing::debug!(node, %why, "sending a frame failed; trying again");
+                        tokio::time::sleep(retry).await;
+                        retry = (retry * 2).min(RETRY_MAX);
+                        while let Ok(more) = queue.try_recv() {
+                            waiting.push(more);
+                        }
+                        continue;
+                    }
+                    (stream.behind, sent_to) = (true, Some(frame.to));
+                    Err(format!("node `{node}` was unreachable while {bytes} bytes of writes waited for it: {why}"))
+                }
+            };
+            for (_, reply) in waiting.drain(..) {
+                let _ = reply.send((node.clone(), answer.clone()));
+            }
+            break;
+        }
+    }
+}
+
+/// Frames that follow each other as one: the first's start, the last's end, every transaction.
+fn merge<'a>(frames: impl Iterator<Item = &'a Frame>) -> Frame {
+    let mut merged: Option<Frame> = None;
+    for frame in frames {
+        match &mut merged {
+            None => merged = Some(frame.clone()),
+            Some(m) => {
+                m.to = frame.to;
+                m.commit = m.commit.max(frame.commit);
+                m.refused.clone_from(&frame.refused);
+                m.epochs.extend(frame.epochs.iter().copied());
+                m.txs.extend(frame.txs.iter().cloned());
+            }
+        }
+    }
+    merged.unwrap_or_default()
+}
+
+/// What a copy said to a frame.
+enum Sent {
+    Held,
+    /// It does not follow what the copy holds: why.
+    Behind(String),
+}
+
+/// `POST /admin/replicate?from=THIS_NODE` to `node` with the frame; its answer.
+async fn post(shared: &Shared, node: &str, frame: &Frame) -> Result<Sent, String> {
+    let asked = super::ask(shared, node, Method::POST, "", Bytes::from(frame.encode()));
+    let answered = tokio::time::timeout(ANSWER_WITHIN, asked).await;
+    let (status, body) = answered.map_err(|_| format!("node `{node}` did not answer within {ANSWER_WITHIN:?}"))??;
+    match status {
+        StatusCode::OK => Ok(Sent::Held),
+        StatusCode::CONFLICT => {
+            Ok(Sent::Behind(format!("node `{node}`'s copy is behind: {}", String::from_utf8_lossy(&body))))
+        }
+        status => Err(format!("node `{node}` answered {status}: {}", String::from_utf8_lossy(&body))),
+    }
+}
