@@ -36,16 +36,22 @@ fn partitions_of(dir: &Path) -> (Vec<Vec<Held>>, bool) {
     (records, sound)
 }
 
+/// Nodes n1, n2 and n3 of a map with 3 copies of each partition and acks 2, started with `serve`.
+async fn three_copies(etcd: &etcd::Etcd, dir: &Path, serve: &[&str]) -> Nodes {
+    let mut nodes = Nodes::init_with(etcd, &["n1", "n2", "n3"], &[], "http", &["--copies", "3", "--acks", "2"]);
+    for id in ["n1", "n2", "n3"] {
+        nodes.start(etcd, id, dir, serve).await;
+    }
+    nodes
+}
+
 #[tokio::test]
 async fn every_write_is_on_two_copies_before_its_answer_and_the_copies_end_identical() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
     let ids = ["n1", "n2", "n3"];
-    let mut nodes = Nodes::init_with(&etcd, &ids, &[], "http", &["--copies", "3", "--acks", "2"]);
-    for id in ids {
-        nodes.start(&etcd, id, dir.path(), &["--replication-timeout-ms", "500"]).await;
-    }
+    let mut nodes = three_copies(&etcd, dir.path(), &["--replication-timeout-ms", "500"]).await;
     let http = client();
     let map = super::get_json(&nodes.server("n2").at("/cluster")).await;
     assert_eq!((map["acks"].as_u64(), map["replicas"][0].clone()), (Some(2), serde_json::json!(["n2", "n3"])));
@@ -101,11 +107,7 @@ async fn a_write_too_few_copies_can_hold_is_refused_and_rolled_back() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
-    let ids = ["n1", "n2", "n3"];
-    let mut nodes = Nodes::init_with(&etcd, &ids, &[], "http", &["--copies", "3", "--acks", "2"]);
-    for id in ids {
-        nodes.start(&etcd, id, dir.path(), &["--replication-timeout-ms", "300"]).await;
-    }
+    let mut nodes = three_copies(&etcd, dir.path(), &["--replication-timeout-ms", "300"]).await;
     let http = client();
     let at_n1 = (0..).find(|&i| initial_owner(nodes.partition(&key(i))) == "n1").unwrap();
     let url = nodes.server("n1").kv(&key(at_n1));
@@ -158,11 +160,7 @@ async fn a_killed_owner_fails_over_to_its_most_advanced_copy_with_every_acknowle
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
-    let ids = ["n1", "n2", "n3"];
-    let mut nodes = Nodes::init_with(&etcd, &ids, &[], "http", &["--copies", "3", "--acks", "2"]);
-    for id in ids {
-        nodes.start(&etcd, id, dir.path(), &["--lease-ttl", super::failover::LEASE_TTL]).await;
-    }
+    let mut nodes = three_copies(&etcd, dir.path(), &["--lease-ttl", super::failover::LEASE_TTL]).await;
     // Four writers, each on keys of every partition, through n1 and n2, while n3 is killed.
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let writers: Vec<_> = (0..4u32)
@@ -259,11 +257,7 @@ async fn a_replica_killed_while_writes_land_is_brought_up_to_date_when_it_return
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
-    let ids = ["n1", "n2", "n3"];
-    let mut nodes = Nodes::init_with(&etcd, &ids, &[], "http", &["--copies", "3", "--acks", "2"]);
-    for id in ids {
-        nodes.start(&etcd, id, dir.path(), &["--replication-timeout-ms", "1000"]).await;
-    }
+    let mut nodes = three_copies(&etcd, dir.path(), &["--replication-timeout-ms", "1000"]).await;
     let http = client();
     let hasher = nodes.hasher;
     let of_n1_n2 = move |i: &u32| initial_owner(hasher.locate(&key(*i)).partition) != "n3";
