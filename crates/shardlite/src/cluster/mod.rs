@@ -126,7 +126,7 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
         println!("{id} {address}: partitions {}", status::ranges(&map.owned_by(id)));
     }
     println!(
-        "cluster map version {} created: {} partitions over {} nodes, {} copies of each, a write held by {}",
+        "cluster map version {} created: {} partitions over {} nodes, copies {}, acks {}",
         map.version,
         map.partitions,
         ids.len(),

@@ -1,6 +1,7 @@
 //! `shardlite cluster status`: the map in etcd as a table (or `--json`): each node, its address,
-//! whether its lease is alive, its partitions, and the records of those partitions as the node's
-//! own `/stats` counts them (live nodes only; a node that does not answer shows none).
+//! whether its lease is alive, its partitions, the copies it keeps of others' (and which of them
+//! are stale), and the records of its partitions as the node's own `/stats` counts them (live
+//! nodes only; a node that does not answer shows none).
 
 use serde::Serialize;
 
@@ -35,6 +36,9 @@ struct NodeStatus {
     partitions: Vec<u32>,
     /// The partitions it keeps copies of for their owners.
     copies: Vec<u32>,
+    /// Those of its copies that lag (stale in the map): they count for no write until brought
+    /// up to date.
+    stale: Vec<u32>,
     /// Records in the node's partitions, from its `/stats`; `None` if not alive or no answer.
     records: Option<u64>,
 }
@@ -53,7 +57,10 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
                 .and_then(|fetched| fetched.map_err(|err| eprintln!("{id}: {err:#}")).ok())
                 .map(|s| s.partitions.iter().filter(|p| partitions.contains(&p.partition)).map(|p| p.records).sum());
             let copies = (0..view.map.partitions).filter(|&p| view.map.replicas_of(p).contains(id)).collect();
-            NodeStatus { id: id.clone(), address: address.clone(), alive, partitions, copies, records }
+            let stale = (0..view.map.partitions)
+                .filter(|&p| view.map.stale.get(p as usize).is_some_and(|s| s.contains(id)))
+                .collect();
+            NodeStatus { id: id.clone(), address: address.clone(), alive, partitions, copies, stale, records }
         })
         .collect();
     let map = &view.map;
@@ -75,7 +82,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
 
 fn render(status: &Status) -> String {
     let mut out = format!(
-        "cluster map version {}: {} partitions, hash seed {}, {} copies of each, a write held by {}\n\
+        "cluster map version {}: {} partitions, hash seed {}, copies {}, acks {}\n\
          {:<12} {:<28} {:<6} {:<24} {:<24} {:>12}\n",
         status.version,
         status.partitions,
@@ -93,7 +100,10 @@ fn render(status: &Status) -> String {
         let records = node.records.map_or("-".to_owned(), |r| r.to_string());
         let alive = if node.alive { "yes" } else { "no" };
         let partitions = format!("{} ({})", node.partitions.len(), ranges(&node.partitions));
-        let copies = format!("{} ({})", node.copies.len(), ranges(&node.copies));
+        let copies = match node.stale.is_empty() {
+            true => format!("{} ({})", node.copies.len(), ranges(&node.copies)),
+            false => format!("{} ({}; stale {})", node.copies.len(), ranges(&node.copies), ranges(&node.stale)),
+        };
         out +=
             &format!("{:<12} {:<28} {alive:<6} {partitions:<24} {copies:<24} {records:>12}\n", node.id, node.address);
     }

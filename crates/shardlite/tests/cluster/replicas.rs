@@ -194,6 +194,10 @@ async fn a_killed_owner_fails_over_to_its_most_advanced_copy_with_every_acknowle
     super::wait_for_version(nodes.server("n2"), 2).await;
     let map = super::get_json(&n1.at("/cluster")).await;
     assert_eq!(map["stale"][6], serde_json::json!(["n3"]), "the dead owner's copy is stale: {map}");
+    let status = super::shardlite(&["cluster", "status", "--etcd", &etcd.endpoints, "--json"]);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let n3 = status["nodes"].as_array().unwrap().iter().find(|n| n["id"] == "n3").unwrap();
+    assert_eq!(n3["stale"], serde_json::json!([6, 7]), "cluster status names them: {status}");
 
     // Every acknowledged write is there, with its tag; a write under way may or may not be.
     let http = client();
