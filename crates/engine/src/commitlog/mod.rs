@@ -437,7 +437,8 @@ impl CommitLog {
         let replicator = self.replicator.get().filter(|_| written.is_ok());
         if let Some((replicator, log)) = replicator {
             // Still the only flush under way: shipments leave in log order.
-            let records = chunks.iter().flat_map(|c| c.bytes.iter().copied()).collect();
+            let mut records = Vec::with_capacity(chunks.iter().map(|c| c.bytes.len()).sum());
+            chunks.iter().for_each(|c| records.extend_from_slice(&c.bytes));
             replicator.ship(Shipment { from, to: target, records, log: log.clone() });
         }
         st = self.lock();

@@ -330,7 +330,7 @@ pub fn catch_up(
     sources: &Sources,
     owner: &str,
     partition: u32,
-    frame: Frame,
+    mut frame: Frame,
     log: &CommitLog,
     apply: &mut Apply<'_>,
     done: oneshot::Sender<Result<()>>,
@@ -341,9 +341,8 @@ pub fn catch_up(
         return Err(Error::Replication(format!("`{owner}` is not sealed here: a catching up is a failover's")));
     }
     let position = source.position.unwrap_or(0);
-    let mut missing = frame.clone();
-    missing.txs.retain(|(lsn, body)| *lsn >= position && Raw { lsn: *lsn, body }.partition() == Some(partition));
-    take_in(&mut source, owner, &missing, log, partition + 1)?;
+    frame.txs.retain(|(lsn, body)| *lsn >= position && Raw { lsn: *lsn, body }.partition() == Some(partition));
+    take_in(&mut source, owner, &frame, log, partition + 1)?;
     source.learn(&frame);
     promote_held(&mut source, partition, log, apply, done)
 }

@@ -144,10 +144,14 @@ impl ClusterMap {
         }
     }
 
+    /// Whether `node`'s copy of `partition` lags.
+    pub fn is_stale(&self, partition: u32, node: &str) -> bool {
+        self.stale.get(partition as usize).is_some_and(|s| s.iter().any(|n| n == node))
+    }
+
     /// The replicas of `partition` whose copy is up to date: those that get its writes.
     pub fn live_replicas_of(&self, partition: u32) -> Vec<&String> {
-        let stale = self.stale.get(partition as usize);
-        self.replicas_of(partition).iter().filter(|n| !stale.is_some_and(|s| s.contains(n))).collect()
+        self.replicas_of(partition).iter().filter(|n| !self.is_stale(partition, n)).collect()
     }
 
     /// How many copies each partition has: its owner and its replicas.

@@ -57,9 +57,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
                 .and_then(|fetched| fetched.map_err(|err| eprintln!("{id}: {err:#}")).ok())
                 .map(|s| s.partitions.iter().filter(|p| partitions.contains(&p.partition)).map(|p| p.records).sum());
             let copies = (0..view.map.partitions).filter(|&p| view.map.replicas_of(p).contains(id)).collect();
-            let stale = (0..view.map.partitions)
-                .filter(|&p| view.map.stale.get(p as usize).is_some_and(|s| s.contains(id)))
-                .collect();
+            let stale = (0..view.map.partitions).filter(|&p| view.map.is_stale(p, id)).collect();
             NodeStatus { id: id.clone(), address: address.clone(), alive, partitions, copies, stale, records }
         })
         .collect();

@@ -21,6 +21,7 @@ use shardlite_engine::replication::Frame;
 use tokio::sync::mpsc;
 
 use super::{resync, Answer, Shared};
+use crate::cluster::ClusterMap;
 
 /// Bytes of frames a link keeps for a copy that does not answer; past them the copy is behind.
 const LINK_BUFFER: usize = 256 << 20;
@@ -70,37 +71,34 @@ struct Stream {
 }
 
 impl Stream {
+    /// The partitions this node owns whose copy on `node` the map names stale and this stream
+    /// has not announced (none at once while the map names no copy stale: every frame asks).
+    fn unannounced_stale(&self, map: &ClusterMap, me: &str, node: &str) -> BTreeSet<u32> {
+        if map.stale.is_empty() {
+            return BTreeSet::new();
+        }
+        (0..map.partitions)
+            .filter(|&p| map.owners[p as usize] == me && map.is_stale(p, node) && !self.announced.contains(&p))
+            .collect()
+    }
+
     /// Whether a new stream is due although no frame waits: the copy was behind, or the map
     /// names a copy of the node stale that this stream has not announced.
     fn due(&self, shared: &Shared, node: &str) -> bool {
-        let view = shared.cluster.view();
-        let (map, me) = (&view.map, shared.cluster.node());
-        self.behind
-            || (0..map.partitions).any(|p| {
-                map.owners[p as usize] == me
-                    && !self.announced.contains(&p)
-                    && map.stale.get(p as usize).is_some_and(|s| s.iter().any(|n| n == node))
-            })
+        self.behind || !self.unannounced_stale(&shared.cluster.view().map, shared.cluster.node(), node).is_empty()
     }
 
     /// Marks `frame` as a new stream's first if one is due, announcing the partitions whose
-    /// copies come from a snapshot: those not up to date yet.
+    /// copies come from a snapshot: those not up to date yet (all of the node's, if it was
+    /// behind).
     fn prepare(&mut self, shared: &Shared, node: &str, frame: &mut Frame) {
         let view = shared.cluster.view();
         let (map, me) = (&view.map, shared.cluster.node());
-        let here: BTreeSet<u32> = (0..map.partitions)
-            .filter(|&p| map.owners[p as usize] == me && map.replicas_of(p).iter().any(|n| n == node))
-            .collect();
-        let wanted: BTreeSet<u32> = match self.behind {
-            true => here,
-            false => here
-                .into_iter()
-                .filter(|&p| map.stale.get(p as usize).is_some_and(|s| s.iter().any(|n| n == node)))
-                .collect(),
-        };
         let fresh: BTreeSet<u32> = match self.behind {
-            true => wanted,
-            false => wanted.difference(&self.announced).copied().collect(),
+            true => (0..map.partitions)
+                .filter(|&p| map.owners[p as usize] == me && map.replicas_of(p).iter().any(|n| n == node))
+                .collect(),
+            false => self.unannounced_stale(map, me, node),
         };
         if !(self.new || self.behind || !fresh.is_empty()) {
             return;

@@ -208,7 +208,7 @@ fn sort(shared: &Shared, shipment: &Shipment) -> Sorted {
         .flat_map(|p| map.replicas_of(p))
         .map(|node| (node.clone(), Theirs::default()))
         .collect();
-    let resyncing = shared.resyncing().clone();
+    let resyncing = shared.resyncing();
     let mut needs: Vec<(Vec<String>, usize)> = Vec::new();
     for raw in shipment.transactions() {
         let Some(p) = raw.partition().filter(|&p| p < map.partitions && mine(p) && !map.replicas_of(p).is_empty())

@@ -52,8 +52,7 @@ pub(super) async fn copies(
         tracing::info!(node, partition = p, "a copy is up to date again");
     }
     let view = shared.cluster.view();
-    let stale: Vec<u32> =
-        done.into_iter().filter(|&p| view.map.stale.get(p as usize).is_some_and(|s| s.contains(&node))).collect();
+    let stale: Vec<u32> = done.into_iter().filter(|&p| view.map.is_stale(p, &node)).collect();
     let Some(writer) = shared.cluster.map_writer().filter(|_| !stale.is_empty()) else { return };
     // Another change of the map may win the transaction (another owner naming its copies up to
     // date): read it again and try once more.
