@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use shardlite_engine::{Config, Store, StoreStats};
+use shardlite_server::cluster::ReplicationReport;
 
 use crate::remote::{Connection, Target};
 
@@ -38,11 +39,22 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
 
 /// The store's figures from a running server's `/stats`.
 pub fn fetch(server: &Connection) -> anyhow::Result<StoreStats> {
-    #[derive(serde::Deserialize)]
-    struct Document {
-        store: StoreStats,
-    }
-    Ok(server.json::<Document>(reqwest::Method::GET, "/stats", None)?.store)
+    Ok(fetch_node(server)?.store)
+}
+
+/// What `cluster status` reads of a node's `/stats`.
+#[derive(serde::Deserialize)]
+pub struct NodeStats {
+    /// The store's figures.
+    pub store: StoreStats,
+    /// Its replication to the copies of its partitions, if they have copies.
+    #[serde(default)]
+    pub replication: Option<ReplicationReport>,
+}
+
+/// A running server's `/stats`: its store's figures and its replication.
+pub fn fetch_node(server: &Connection) -> anyhow::Result<NodeStats> {
+    server.json::<NodeStats>(reqwest::Method::GET, "/stats", None)
 }
 
 /// The stats as a table: one row per partition, then the totals.

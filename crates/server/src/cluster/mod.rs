@@ -9,10 +9,12 @@
 //! - `lease`: until when this node holds its lease, outside which it serves nothing (fencing).
 //! - `moving`: the map's writer a move flips the owner with, and the per-partition gates.
 //! - `takeover`: the [`Restorer`] a failover restores a dead node's partition with.
+//! - `replication`: where this node's replication to its copies stands.
 
 mod lease;
 pub mod map;
 mod moving;
+pub mod replication;
 mod takeover;
 
 use std::sync::{Arc, OnceLock, RwLock};
@@ -20,6 +22,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 pub use lease::Lease;
 pub use map::{ClusterMap, Owner, View};
 pub use moving::MapWriter;
+pub use replication::{Replication, ReplicationReport};
 pub use takeover::{Restored, Restorer};
 
 use moving::Moves;
@@ -45,6 +48,8 @@ pub struct Cluster {
     lease: Lease,
     /// How this node restores a dead node's partition from its replica (set once joined).
     restorer: OnceLock<Arc<dyn Restorer>>,
+    /// Where this node's replication to its copies stands (set once it replicates).
+    replication: OnceLock<Arc<Replication>>,
 }
 
 impl Cluster {
@@ -65,6 +70,7 @@ impl Cluster {
             map_writer: OnceLock::new(),
             lease: Lease::new(),
             restorer: OnceLock::new(),
+            replication: OnceLock::new(),
         }))
     }
 
@@ -134,6 +140,18 @@ impl Cluster {
     /// How this node restores other nodes' partitions, once it has joined.
     pub(crate) fn restorer(&self) -> Option<&Arc<dyn Restorer>> {
         self.restorer.get()
+    }
+
+    /// Where this node's replication stands: the same state each time (made on first use).
+    pub(crate) fn replication(&self) -> &Arc<Replication> {
+        self.replication.get_or_init(Arc::default)
+    }
+
+    /// The replication report, if this node replicates its partitions to copies.
+    pub fn replication_report(&self) -> Option<ReplicationReport> {
+        let view = self.view();
+        let replicating = self.replication.get().filter(|_| view.map.copies() > 1)?;
+        Some(replicating.report(&view.map, &self.node))
     }
 
     /// The partitions' gates and departure counts, for moves and the writes and reads they race.

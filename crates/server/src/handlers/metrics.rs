@@ -3,7 +3,9 @@
 //! [`Figures`] and `/proc` at each scrape, the engine's commits, requests per commit, durable
 //! commits, records, file sizes (WAL included), index merges, queue depth and the process's CPU
 //! time, I/O, memory, file descriptors, threads and start time (the Prometheus process
-//! collector's set) — or, on PostgreSQL, its own figures.
+//! collector's set) — or, on PostgreSQL, its own figures; on a cluster node whose partitions
+//! have copies, its replication: flushes acknowledged and refused, partitions short of copies,
+//! and per copy node how far behind it is, since when a frame waits, and whether it streams.
 
 use std::{sync::Arc, time::Duration};
 
@@ -19,6 +21,10 @@ use shardlite_proc::{ProcessFacts, ProcessStats};
 
 use crate::{
     backend::figures::{Figures, PostgresFigures, SqliteFigures},
+    cluster::{
+        replication::{CopyReport, LinkState},
+        ReplicationReport,
+    },
     http::{
         error::ApiError,
         metrics::Metrics,
@@ -46,9 +52,10 @@ pub async fn handle(state: &Arc<State>) -> Result<Response, ApiError> {
             None
         }
     };
+    let replication = state.cluster.as_ref().and_then(|c| c.replication_report());
     let state = Arc::clone(state);
     let internal = |message: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message);
-    let text = tokio::task::spawn_blocking(move || render(&state.metrics, figures))
+    let text = tokio::task::spawn_blocking(move || render(&state.metrics, figures, replication))
         .await
         .map_err(|e| internal(format!("metrics failed: {e}")))?
         .map_err(|e| internal(format!("metrics failed: {e}")))?;
@@ -59,13 +66,22 @@ pub async fn handle(state: &Arc<State>) -> Result<Response, ApiError> {
     ))
 }
 
-/// Renders every metric: the server's, the backend's `figures` (none if they could not be had)
-/// and the process's, read now.
-fn render(metrics: &Metrics, figures: Option<Figures>) -> Result<String, std::fmt::Error> {
+/// Renders every metric: the server's, the backend's `figures` (none if they could not be had),
+/// the `replication` report (if the node replicates) and the process's, read now.
+fn render(
+    metrics: &Metrics,
+    figures: Option<Figures>,
+    replication: Option<ReplicationReport>,
+) -> Result<String, std::fmt::Error> {
     let mut out = String::with_capacity(16 << 10);
     metrics.encode(&mut out)?;
     let mut scrape = Registry::default();
-    scrape.register_collector(Box::new(Scrape { figures, process: ProcessStats::read(), facts: ProcessFacts::read() }));
+    scrape.register_collector(Box::new(Scrape {
+        figures,
+        replication,
+        process: ProcessStats::read(),
+        facts: ProcessFacts::read(),
+    }));
     text::encode_registry(&mut out, &scrape)?;
     text::encode_eof(&mut out)?;
     Ok(out)
@@ -75,6 +91,7 @@ fn render(metrics: &Metrics, figures: Option<Figures>) -> Result<String, std::fm
 #[derive(Debug)]
 struct Scrape {
     figures: Option<Figures>,
+    replication: Option<ReplicationReport>,
     process: ProcessStats,
     facts: ProcessFacts,
 }
@@ -85,6 +102,9 @@ impl Collector for Scrape {
             Some(Figures::Sqlite(figures)) => encode_sqlite(figures, &mut enc)?,
             Some(Figures::Postgres(figures)) => encode_postgres(figures, &mut enc)?,
             None => {}
+        }
+        if let Some(report) = &self.replication {
+            encode_replication(report, &mut enc)?;
         }
         let (p, f) = (&self.process, &self.facts);
         encode(
@@ -108,6 +128,60 @@ impl Collector for Scrape {
             ],
         )
     }
+}
+
+/// A gauge per copy node: its name, its help, and its value of a copy's report.
+type PerCopy = (&'static str, &'static str, fn(&CopyReport) -> f64);
+
+/// The owner's side of replication: flushes acknowledged and refused, partitions short of
+/// copies, and per copy node (label `node`) its lag and link.
+fn encode_replication(report: &ReplicationReport, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    encode(
+        enc,
+        [
+            Counter("shardlite_replication_flushes_acked", "Log flushes held by enough copies", report.flushes_acked),
+            Counter(
+                "shardlite_replication_flushes_refused",
+                "Log flushes refused (503 unreplicated): too few copies held them in time",
+                report.flushes_refused,
+            ),
+            Gauge(
+                "shardlite_replication_short_partitions",
+                "This node's partitions fewer than acks copies can hold writes of now",
+                report.short.len() as u64,
+            ),
+        ],
+    )?;
+    let per_copy: [PerCopy; 4] = [
+        (
+            "shardlite_replication_copy_behind_positions",
+            "Log positions shipped that the copy node does not hold yet",
+            |c| c.behind_by as f64,
+        ),
+        (
+            "shardlite_replication_copy_waiting_seconds",
+            "How long the oldest frame the copy node does not hold has waited",
+            |c| c.waiting_ms as f64 / 1e3,
+        ),
+        (
+            "shardlite_replication_copy_streaming",
+            "1 while the copy node holds the frames it is sent; 0 while retrying or behind",
+            |c| f64::from(u8::from(c.state == LinkState::Streaming)),
+        ),
+        (
+            "shardlite_replication_copy_resyncing_partitions",
+            "The copy node's copies being brought up to date from snapshots",
+            |c| c.resyncing.len() as f64,
+        ),
+    ];
+    for (name, help, value) in per_copy {
+        let mut family = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for copy in &report.copies {
+            let metric = ConstGauge::new(value(copy));
+            metric.encode(family.encode_family(&[("node", copy.node.as_str())])?)?;
+        }
+    }
+    Ok(())
 }
 
 /// The engine's figures: commits, requests per commit, durable commits, records, file sizes

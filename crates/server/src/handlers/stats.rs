@@ -2,7 +2,8 @@
 //! the process's `/proc/self/io` counters and CPU time, its options) and the backend's
 //! [`Figures`]: for the engine, per partition records, db / WAL / index bytes, commits, merges,
 //! writer queue depths, the requests-per-commit histogram, their totals, and every engine
-//! setting in force; for PostgreSQL, its statistics views, the pool and its settings.
+//! setting in force; for PostgreSQL, its statistics views, the pool and its settings; on a
+//! cluster node whose partitions have copies, its replication (`ReplicationReport`).
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use crate::{
     backend::figures::{
         DatabaseFigures, Figures, PoolFigures, PostgresFigures, PostgresSettings, TableFigures, WalFigures,
     },
+    cluster::ReplicationReport,
     http::{
         error::ApiError,
         options::ServerOptions,
@@ -40,6 +42,9 @@ struct Stats<'a> {
     backend: &'static str,
     process: ProcessStats,
     server: &'a ServerOptions,
+    /// A cluster node's replication to the copies of its partitions, if they have copies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replication: Option<ReplicationReport>,
     #[serde(flatten)]
     figures: BackendFields<'a>,
 }
@@ -127,6 +132,7 @@ pub async fn handle(state: &Arc<State>) -> Result<Response, ApiError> {
         backend: state.backend.name(),
         process,
         server: &state.options,
+        replication: state.cluster.as_ref().and_then(|c| c.replication_report()),
         figures: BackendFields::of(&figures),
     };
     // Through a `Value`, so the fields come out in one (alphabetical) order whatever the backend.

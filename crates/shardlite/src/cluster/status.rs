@@ -1,9 +1,13 @@
 //! `shardlite cluster status`: the map in etcd as a table (or `--json`): each node, its address,
 //! whether its lease is alive, its partitions, the copies it keeps of others' (and which of them
 //! are stale), and the records of its partitions as the node's own `/stats` counts them (live
-//! nodes only; a node that does not answer shows none).
+//! nodes only; a node that does not answer shows none); with copies, each live owner's link to
+//! each copy node from its `/stats`: streaming or not, the log position it holds, how far behind
+//! and for how long, the copies being brought up to date, and partitions short of copies.
 
 use serde::Serialize;
+
+use shardlite_server::cluster::ReplicationReport;
 
 use super::{etcd::Etcd, runtime, Asking};
 use crate::stats;
@@ -41,6 +45,9 @@ struct NodeStatus {
     stale: Vec<u32>,
     /// Records in the node's partitions, from its `/stats`; `None` if not alive or no answer.
     records: Option<u64>,
+    /// Its replication to the copies of its partitions, from its `/stats`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replication: Option<ReplicationReport>,
 }
 
 /// Runs `cluster status`.
@@ -52,13 +59,25 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
         .iter()
         .map(|(id, address)| {
             let (alive, partitions) = (view.alive.contains(id), view.map.owned_by(id));
-            let records = alive
-                .then(|| args.auth.connect(address).and_then(|node| stats::fetch(&node)))
-                .and_then(|fetched| fetched.map_err(|err| eprintln!("{id}: {err:#}")).ok())
-                .map(|s| s.partitions.iter().filter(|p| partitions.contains(&p.partition)).map(|p| p.records).sum());
+            let fetched = alive
+                .then(|| args.auth.connect(address).and_then(|node| stats::fetch_node(&node)))
+                .and_then(|fetched| fetched.map_err(|err| eprintln!("{id}: {err:#}")).ok());
+            let records = fetched.as_ref().map(|s| {
+                s.store.partitions.iter().filter(|p| partitions.contains(&p.partition)).map(|p| p.records).sum()
+            });
+            let replication = fetched.and_then(|s| s.replication);
             let copies = (0..view.map.partitions).filter(|&p| view.map.replicas_of(p).contains(id)).collect();
             let stale = (0..view.map.partitions).filter(|&p| view.map.is_stale(p, id)).collect();
-            NodeStatus { id: id.clone(), address: address.clone(), alive, partitions, copies, stale, records }
+            NodeStatus {
+                id: id.clone(),
+                address: address.clone(),
+                alive,
+                partitions,
+                copies,
+                stale,
+                records,
+                replication,
+            }
         })
         .collect();
     let map = &view.map;
@@ -104,6 +123,35 @@ fn render(status: &Status) -> String {
         };
         out +=
             &format!("{:<12} {:<28} {alive:<6} {partitions:<24} {copies:<24} {records:>12}\n", node.id, node.address);
+    }
+    let replicating: Vec<(&str, &ReplicationReport)> =
+        status.nodes.iter().filter_map(|n| Some((n.id.as_str(), n.replication.as_ref()?))).collect();
+    if !replicating.is_empty() {
+        out += "replication (owner -> copy: link, the owner's log position held, positions behind, oldest wait)\n";
+    }
+    for (id, report) in replicating {
+        out += &replication_lines(id, report);
+    }
+    out
+}
+
+/// An owner's links to its copy nodes, a line each, and its partitions short of copies.
+fn replication_lines(id: &str, report: &ReplicationReport) -> String {
+    let mut out = String::new();
+    for copy in &report.copies {
+        let state =
+            serde_json::to_value(copy.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let resyncing = match copy.resyncing.is_empty() {
+            true => String::new(),
+            false => format!("; from snapshots: {}", ranges(&copy.resyncing)),
+        };
+        out += &format!(
+            "  {id} -> {:<8} {state:<10} held {:>12}  behind {:>8} ({} ms){resyncing}\n",
+            copy.node, copy.held, copy.behind_by, copy.waiting_ms
+        );
+    }
+    if let Some(why) = &report.short_why {
+        out += &format!("  {id}: partitions {} refuse writes: {why}\n", ranges(&report.short));
     }
     out
 }

@@ -55,6 +55,8 @@ async fn every_write_is_on_two_copies_before_its_answer_and_the_copies_end_ident
     let http = client();
     let map = super::get_json(&nodes.server("n2").at("/cluster")).await;
     assert_eq!((map["acks"].as_u64(), map["replicas"][0].clone()), (Some(2), serde_json::json!(["n2", "n3"])));
+    let ready = super::get_json(&nodes.server("n1").at("/readyz")).await;
+    assert_eq!(ready, serde_json::json!({"ready": true}), "every copy can hold writes");
 
     for i in 0..120 {
         let via = nodes.server(ids[i as usize % 3]);
@@ -64,6 +66,19 @@ async fn every_write_is_on_two_copies_before_its_answer_and_the_copies_end_ident
         let via = nodes.server(ids[i as usize % 3]);
         assert_eq!(http.put(via.kv(&key(i))).body(format!("w{i}")).send().await.unwrap().status(), 200);
         assert_eq!(http.delete(via.kv(&key(i + 1))).send().await.unwrap().status(), 204);
+    }
+
+    // Every copy holds what its owner shipped: `cluster status` reads it from the nodes.
+    let status = super::shardlite(&["cluster", "status", "--etcd", &etcd.endpoints, "--json"]);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    for node in status["nodes"].as_array().unwrap() {
+        let report = &node["replication"];
+        let copies = report["copies"].as_array().unwrap();
+        assert_eq!(copies.len(), 2, "{report}");
+        for copy in copies {
+            assert!(copy["state"] == "streaming" && copy["held"].as_u64() > Some(0), "{report}");
+        }
+        assert_eq!(report["flushes_refused"], 0, "{report}");
     }
 
     // Killed: n3. n1's and n2's partitions still have two copies alive: their writes go on.
@@ -125,6 +140,22 @@ async fn a_write_too_few_copies_can_hold_is_refused_and_rolled_back() {
     assert_eq!(body["error"].as_str(), Some("unreplicated"), "{body}");
     let got = http.get(&url).send().await.unwrap();
     assert_eq!(got.text().await.unwrap(), "kept", "the refused write was rolled back");
+
+    // The node says so: still ready (it serves reads), degraded; its copies unreachable.
+    let ready = super::get_json(&nodes.server("n1").at("/readyz")).await;
+    let degraded = ready["degraded"].as_str().unwrap_or_default();
+    assert!(ready["ready"] == true && degraded.contains("`n2` (unreachable)"), "{ready}");
+    let stats = super::get_json(&nodes.server("n1").at("/stats")).await;
+    let replication = &stats["replication"];
+    assert!(replication["flushes_refused"].as_u64() >= Some(1), "{replication}");
+    assert_eq!(replication["last_refusal"].as_str().map(|r| r.contains("fewer copies")), Some(true), "{replication}");
+    let states: Vec<&Value> = replication["copies"].as_array().unwrap().iter().map(|c| &c["state"]).collect();
+    assert_eq!(states, ["retrying", "retrying"], "{replication}");
+    let metrics = http.get(nodes.server("n1").at("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("shardlite_replication_copy_streaming{node=\"n2\"} 0"), "{metrics}");
+    let status = super::shardlite(&["cluster", "status", "--etcd", &etcd.endpoints]);
+    let table = String::from_utf8_lossy(&status.stdout);
+    assert!(table.contains("n1 -> n3") && table.contains("refuse writes"), "{table}");
 }
 
 /// What one writer was answered for its keys: per key, the last value acknowledged with its

@@ -106,10 +106,8 @@ impl Stream {
         if self.behind {
             self.announced.clear();
         }
-        let mut resyncing = shared.resyncing();
-        resyncing.extend(fresh.iter().map(|&p| (node.to_owned(), p)));
         frame.new_stream = true;
-        frame.resync = resyncing.iter().filter(|(n, _)| n == node).map(|(_, p)| *p).collect();
+        frame.resync = shared.state.resync(node, &fresh);
         tracing::debug!(node, from = frame.from, resync = ?frame.resync, "a new stream of frames");
         self.announced.extend(&fresh);
         (self.new, self.behind) = (true, false);
@@ -153,8 +151,10 @@ async fn run(shared: Arc<Shared>, node: String, mut queue: mpsc::UnboundedReceiv
         loop {
             let mut frame = merge(waiting.iter().map(|(f, _)| f));
             stream.prepare(&shared, &node, &mut frame);
+            shared.state.sent(&node);
             let answer = match post(&shared, &node, &frame).await {
                 Ok(Sent::Held) => {
+                    shared.state.held(&node, frame.to);
                     if frame.new_stream {
                         stream.started(&shared, &node, &frame);
                     }
@@ -163,10 +163,12 @@ async fn run(shared: Arc<Shared>, node: String, mut queue: mpsc::UnboundedReceiv
                 }
                 Ok(Sent::Behind(why)) => {
                     tracing::warn!(node, %why, "a copy is behind: its partitions are sent as snapshots");
+                    shared.state.failed(&node, true, &why);
                     (stream.behind, sent_to) = (true, Some(frame.to));
                     Err(why)
                 }
                 Err(why) => {
+                    shared.state.failed(&node, false, &why);
                     let bytes: usize = waiting.iter().flat_map(|(f, _)| &f.txs).map(|(_, b)| b.len()).sum();
                     if bytes <= LINK_BUFFER {
                         tracing::debug!(node, %why, "sending a frame failed; trying again");

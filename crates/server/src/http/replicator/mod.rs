@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use super::{auth::Auth, forward::Forwarder, options::ServerOptions};
 use crate::{
     backend::Backend,
-    cluster::{Cluster, Owner},
+    cluster::{Cluster, Owner, Replication},
 };
 use link::Link;
 
@@ -86,8 +86,8 @@ impl Replicator {
     ) -> Arc<Self> {
         let (flushes, shipments) = mpsc::unbounded_channel();
         let (resolve, in_flight) = mpsc::unbounded_channel();
-        let shared =
-            Arc::new(Shared { cluster, backend, client, token, log: Mutex::default(), resyncing: Mutex::default() });
+        let state = Arc::clone(cluster.replication());
+        let shared = Arc::new(Shared { cluster, backend, client, token, log: Mutex::default(), state });
         tokio::spawn(dispatch(Arc::clone(&shared), shipments, resolve));
         tokio::spawn(resolve_in_order(shared, in_flight, timeout));
         Arc::new(Self { flushes })
@@ -113,15 +113,10 @@ struct Shared {
     client: Forwarder,
     token: Option<String>,
     log: Mutex<Committed>,
-    /// The copies `(node, partition)` being brought up to date from a snapshot: they get the
-    /// partition's transactions but count for no write until the snapshot is in.
-    resyncing: Mutex<BTreeSet<(String, u32)>>,
-}
-
-impl Shared {
-    fn resyncing(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, u32)>> {
-        self.resyncing.lock().unwrap_or_else(|p| p.into_inner())
-    }
+    /// Where replication stands, for the server's views; it also holds the copies being
+    /// brought up to date from a snapshot: they get the partition's transactions but count for
+    /// no write until the snapshot is in.
+    state: Arc<Replication>,
 }
 
 /// How far this node's log is committed, and the ranges refused lately.
@@ -163,6 +158,7 @@ async fn dispatch(
             }
         };
         last_to = Some(shipment.to);
+        shared.state.shipped(shipment.to);
         let Sorted { theirs, needs } = sort(&shared, &shipment);
         let (commit, refused) = committed(&shared);
         let (reply, answers) = mpsc::unbounded_channel();
@@ -208,24 +204,29 @@ fn sort(shared: &Shared, shipment: &Shipment) -> Sorted {
         .flat_map(|p| map.replicas_of(p))
         .map(|node| (node.clone(), Theirs::default()))
         .collect();
-    let resyncing = shared.resyncing();
     let mut needs: Vec<(Vec<String>, usize)> = Vec::new();
-    for raw in shipment.transactions() {
-        let Some(p) = raw.partition().filter(|&p| p < map.partitions && mine(p) && !map.replicas_of(p).is_empty())
-        else {
-            continue;
-        };
-        for node in map.replicas_of(p) {
-            let copy = theirs.entry(node.clone()).or_default();
-            copy.txs.push((raw.lsn, raw.body.to_vec()));
-            copy.partitions.insert(p);
+    shared.state.with_resyncing(|resyncing| {
+        for raw in shipment.transactions() {
+            let Some(p) = raw.partition().filter(|&p| p < map.partitions && mine(p) && !map.replicas_of(p).is_empty())
+            else {
+                continue;
+            };
+            for node in map.replicas_of(p) {
+                let copy = theirs.entry(node.clone()).or_default();
+                copy.txs.push((raw.lsn, raw.body.to_vec()));
+                copy.partitions.insert(p);
+            }
+            let counted: Vec<String> = map
+                .live_replicas_of(p)
+                .into_iter()
+                .filter(|n| !resyncing.contains(&((*n).clone(), p)))
+                .cloned()
+                .collect();
+            if !needs.iter().any(|(r, _)| *r == counted) {
+                needs.push((counted, map.acks as usize - 1));
+            }
         }
-        let counted: Vec<String> =
-            map.live_replicas_of(p).into_iter().filter(|n| !resyncing.contains(&((*n).clone(), p))).cloned().collect();
-        if !needs.iter().any(|(r, _)| *r == counted) {
-            needs.push((counted, map.acks as usize - 1));
-        }
-    }
+    });
     Sorted { theirs, needs }
 }
 
@@ -255,6 +256,7 @@ async fn resolve_in_order(shared: Arc<Shared>, mut in_flight: mpsc::UnboundedRec
                 Err(format!("fewer copies than the cluster's acks held the write within {} ms", timeout.as_millis()))
             }
         };
+        shared.state.resolved(shipment.to, result.as_ref().err().map(String::as_str));
         {
             let mut log = shared.log.lock().unwrap_or_else(|p| p.into_inner());
             if result.is_err() {

@@ -47,7 +47,7 @@ pub(super) async fn copies(
             }
             tokio::time::sleep(RETRY).await;
         }
-        shared.resyncing().remove(&(node.clone(), p));
+        shared.state.resynced(&node, p);
         done.push(p);
         tracing::info!(node, partition = p, "a copy is up to date again");
     }
