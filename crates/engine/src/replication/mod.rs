@@ -299,6 +299,13 @@ pub fn seal(sources: &Sources, owner: &str) -> Option<u64> {
     source.position
 }
 
+/// Takes `owner`'s frames again after a failover sealed it: it came back, and follows the map
+/// that failover wrote (its copies on this node stand where they stood; a frame that does not
+/// follow them is answered [`Receipt::Behind`], and the owner starts a new stream).
+pub fn unseal(sources: &Sources, owner: &str) {
+    lock(&sources.of(owner)).sealed = false;
+}
+
 /// The transactions of `partition` this node holds from `owner`'s log at or after `after`, as a
 /// frame up to its position, with the ranges refused: what a copy at `after` lacks.
 pub fn tail(sources: &Sources, owner: &str, partition: u32, after: u64) -> Result<Frame> {

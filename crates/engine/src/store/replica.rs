@@ -48,6 +48,12 @@ impl Store {
         replication::seal(&self.sources, owner)
     }
 
+    /// Takes `owner`'s frames again after a failover sealed it (it came back, and follows the
+    /// map that failover wrote).
+    pub fn unseal(&self, owner: &str) {
+        replication::unseal(&self.sources, owner);
+    }
+
     /// What a copy of `partition` at `after` in `owner`'s log lacks, from this node's copy.
     pub fn tail(&self, owner: &str, partition: u32, after: u64) -> Result<Frame> {
         self.partition(partition)?;

@@ -22,8 +22,11 @@ pub(crate) mod starting;
 use std::{future::Future, path::PathBuf, pin::Pin, sync::Arc};
 
 use shardlite_engine::{
-    backup::BackupOptions, commitlog::Replicate, replication::Receipt, transfer::Received, CompactReport, MovePart, Op,
-    Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN,
+    backup::BackupOptions,
+    commitlog::Replicate,
+    replication::{Frame, Receipt},
+    transfer::Received,
+    CompactReport, MovePart, Op, Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN,
 };
 
 use backup_status::BackupStatus;
@@ -235,9 +238,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Err(self.no_replicas())
     }
 
-    /// Takes in a frame of `owner`'s transactions for the copies this node keeps (the bytes
-    /// of a [`shardlite_engine::replication::Frame`]); resolves once they are durable here.
-    fn receive(&self, owner: String, frame: bytes::Bytes) -> BoxFuture<'_, BackendResult<Receipt>> {
+    /// Takes in a frame of `owner`'s transactions for the copies this node keeps; resolves once
+    /// they are durable here.
+    fn receive(&self, owner: String, frame: Frame) -> BoxFuture<'_, BackendResult<Receipt>> {
         let _ = (owner, frame);
         Box::pin(async move { Err(self.no_replicas()) })
     }
@@ -254,6 +257,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Option<u64>>> {
         let _ = owner;
         Box::pin(async move { Err(self.no_replicas()) })
+    }
+
+    /// Takes `owner`'s frames again after a failover sealed it: it came back under a newer map.
+    fn unseal(&self, owner: String) -> BackendResult<()> {
+        let _ = owner;
+        Err(self.no_replicas())
     }
 
     /// What a copy of `partition` at `after` in `owner`'s log lacks: a frame's bytes.

@@ -181,10 +181,9 @@ impl Backend for SqliteBackend {
         Ok(self.store.replicate_with(replicator)?)
     }
 
-    fn receive(&self, owner: String, frame: Bytes) -> BoxFuture<'_, BackendResult<Receipt>> {
+    fn receive(&self, owner: String, frame: Frame) -> BoxFuture<'_, BackendResult<Receipt>> {
         let store = Arc::clone(&self.store);
         Box::pin(async move {
-            let frame = Frame::decode(&frame)?;
             let receive = move || store.receive(&owner, frame);
             Ok(tokio::task::spawn_blocking(receive).await.map_err(|e| BackendError::Internal(e.to_string()))??)
         })
@@ -196,6 +195,11 @@ impl Backend for SqliteBackend {
 
     fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Option<u64>>> {
         Box::pin(async move { Ok(self.store.seal(&owner)) })
+    }
+
+    fn unseal(&self, owner: String) -> BackendResult<()> {
+        self.store.unseal(&owner);
+        Ok(())
     }
 
     fn tail(&self, owner: String, partition: u32, after: u64) -> BoxFuture<'_, BackendResult<Bytes>> {

@@ -10,8 +10,11 @@ use std::{
 
 use bytes::Bytes;
 use shardlite_engine::{
-    backup::BackupOptions, commitlog::Replicate, replication::Receipt, transfer::Received, CompactReport, MovePart, Op,
-    Outcome, PartitionCheck, Record,
+    backup::BackupOptions,
+    commitlog::Replicate,
+    replication::{Frame, Receipt},
+    transfer::Received,
+    CompactReport, MovePart, Op, Outcome, PartitionCheck, Record,
 };
 
 use super::{
@@ -88,7 +91,7 @@ impl Backend for Starting {
         self.opened()?.replicate_with(replicator)
     }
 
-    fn receive(&self, owner: String, frame: Bytes) -> BoxFuture<'_, BackendResult<Receipt>> {
+    fn receive(&self, owner: String, frame: Frame) -> BoxFuture<'_, BackendResult<Receipt>> {
         Box::pin(async move { self.opened()?.receive(owner, frame).await })
     }
 
@@ -98,6 +101,10 @@ impl Backend for Starting {
 
     fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Option<u64>>> {
         Box::pin(async move { self.opened()?.seal(owner).await })
+    }
+
+    fn unseal(&self, owner: String) -> BackendResult<()> {
+        self.opened()?.unseal(owner)
     }
 
     fn tail(&self, owner: String, partition: u32, after: u64) -> BoxFuture<'_, BackendResult<Bytes>> {

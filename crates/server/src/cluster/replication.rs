@@ -1,9 +1,10 @@
-//! Where this node's replication stands, as an owner of partitions with copies: how far its log
+//! Where this node's replication stands. As an owner of partitions with copies: how far its log
 //! is shipped and committed, the flushes acknowledged and refused, and for each copy node its
 //! link (sending, retrying, behind), the log position it holds, what waits for it and since
 //! when, and the copies being brought up to date from snapshots. The replicator
 //! (`crate::http::replicator`) writes it; `/stats`, `/metrics`, `/readyz` and `cluster status`
-//! read its [`ReplicationReport`].
+//! read its [`ReplicationReport`]. As a copy: the owners a failover sealed here, with the map
+//! version it was at, so that an owner that comes back under a newer map is heard again.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -31,6 +32,8 @@ struct Inner {
     links: BTreeMap<String, Link>,
     /// The copies `(node, partition)` being brought up to date from a snapshot.
     resyncing: BTreeSet<(String, u32)>,
+    /// The owners a failover sealed here, and the map version this node was at then.
+    sealed: BTreeMap<String, u64>,
 }
 
 /// One copy node's link as the owner sees it.
@@ -171,6 +174,22 @@ impl Replication {
     /// `node`'s copy of `partition` is up to date again.
     pub fn resynced(&self, node: &str, partition: u32) {
         self.inner().resyncing.remove(&(node.to_owned(), partition));
+    }
+
+    /// A failover sealed `owner` here while this node's map was at `version`.
+    pub fn sealed(&self, owner: &str, version: u64) {
+        self.inner().sealed.insert(owner.to_owned(), version);
+    }
+
+    /// Whether `owner`, sealed here, is to be heard again: it speaks from a map newer than the
+    /// one it was sealed under (the failover's, or a later one). Forgets the seal if so.
+    pub fn unseals(&self, owner: &str, its_version: u64) -> bool {
+        let mut inner = self.inner();
+        let newer = inner.sealed.get(owner).is_some_and(|&at| its_version > at);
+        if newer {
+            inner.sealed.remove(owner);
+        }
+        newer
     }
 
     /// The report, for node `me` under `map`.

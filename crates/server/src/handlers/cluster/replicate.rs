@@ -4,6 +4,7 @@
 //! ```text
 //!  POST                                   a frame of NODE's writes for the copies kept here:
 //!                                         200 {"position": N} once durable here; 409 copy_behind
+//!                                         (or a write of a partition NODE does not own here)
 //!  at a failover of NODE (dead: no lease in this node's map):
 //!  POST &part=seal                        take no more frames of NODE's: {"position": N | null}
 //!  GET  &part=tail&partition=P&after=N    NODE's transactions of P held here from N (a frame)
@@ -19,15 +20,20 @@
 //! The failover (`shardlite cluster failover`) seals every live copy, makes the most advanced one
 //! owner (`POST /admin/takeover`), and brings the others up to it with its tail.
 
+use std::time::Duration;
+
 use http_body_util::BodyExt;
 use hyper::{
     body::Incoming,
-    header::{HeaderName, HeaderValue},
+    header::{HeaderMap, HeaderName, HeaderValue},
     Method, Request, StatusCode,
 };
 use serde::Serialize;
 use serde_json::json;
-use shardlite_engine::replication::Receipt;
+use shardlite_engine::{
+    commitlog::format::Raw,
+    replication::{Frame, Receipt},
+};
 
 use super::moving::{bad_query, call, internal, json, node_of_cluster, param, partition_of, relay};
 use crate::{
@@ -35,6 +41,7 @@ use crate::{
     http::{
         body::{self, Limit},
         error::ApiError,
+        forward::MAP_VERSION,
         response::{self, Response, OCTET_STREAM},
         state::State,
     },
@@ -64,9 +71,13 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
     }
     let part = param(&query, "part").ok();
     match (req.method(), part.as_deref()) {
-        (&Method::POST, None) => receive(state, &from, req.into_body()).await,
+        (&Method::POST, None) => {
+            let theirs = map_version(req.headers());
+            receive(state, cluster, &from, theirs, req.into_body()).await
+        }
         (&Method::POST, Some("seal")) => {
             refuse_unless_dead(cluster, &from)?;
+            cluster.replication().sealed(&from, view.map.version);
             json(&Position { position: state.backend.seal(from).await? })
         }
         (&Method::GET, Some("tail")) => {
@@ -100,10 +111,48 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
     }
 }
 
-/// A frame of `from`'s writes: 200 once durable here, or 409 `copy_behind`.
-async fn receive(state: &State, from: &str, body: Incoming) -> Result<Response, ApiError> {
-    let frame = read_frame(state, body).await?;
-    match state.backend.receive(from.to_owned(), frame.into()).await? {
+/// How long a frame sent under a newer map than this node's waits for it.
+const MAP_CATCH_UP: Duration = Duration::from_secs(2);
+
+/// The map version the sender was at, from its request's header.
+fn map_version(headers: &HeaderMap) -> u64 {
+    headers.get(MAP_VERSION).and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0)
+}
+
+/// A frame of `from`'s writes, sent under map version `theirs`: 200 once durable here, or 409
+/// `copy_behind`. A frame sent under a newer map waits for it here (at most
+/// [`MAP_CATCH_UP`]); one holding a write of a partition `from` does not own in this node's map
+/// is refused (an owner cut off by a failover, not yet aware of it); an owner a failover sealed
+/// here is heard again once it speaks from a newer map than it was sealed under.
+async fn receive(
+    state: &State,
+    cluster: &Cluster,
+    from: &str,
+    theirs: u64,
+    body: Incoming,
+) -> Result<Response, ApiError> {
+    let bytes = read_frame(state, body).await?;
+    let frame = Frame::decode(&bytes).map_err(|e| bad_query(e.to_string()))?;
+    if theirs > cluster.view().map.version {
+        cluster.await_version(theirs, MAP_CATCH_UP).await;
+    }
+    let view = cluster.view();
+    let foreign = frame.txs.iter().filter_map(|(lsn, body)| Raw { lsn: *lsn, body }.partition());
+    if let Some(p) = foreign.into_iter().find(|&p| view.map.owners.get(p as usize).is_none_or(|o| o != from)) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "copy_behind",
+            format!(
+                "partition {p} is not node `{from}`'s in this node's map (version {}; the frame's {theirs})",
+                view.map.version
+            ),
+        ));
+    }
+    if cluster.replication().unseals(from, theirs) {
+        tracing::info!(owner = from, map_version = theirs, "an owner sealed by a failover is heard again");
+        state.backend.unseal(from.to_owned())?;
+    }
+    match state.backend.receive(from.to_owned(), frame).await? {
         Receipt::Held { position } => json(&Position { position: Some(position) }),
         Receipt::Behind { position } => {
             let held = position.map_or_else(|| "nothing since it started".to_owned(), |p| format!("up to {p}"));

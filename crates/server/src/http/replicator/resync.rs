@@ -38,6 +38,11 @@ pub(super) async fn copies(
             if generation.load(Ordering::Relaxed) != at {
                 return;
             }
+            if !keeps_copy(&shared, &node, p) {
+                // The map changed meanwhile (a failover gave the partition away).
+                shared.state.resynced(&node, p);
+                break;
+            }
             match super::ask(&shared, &node, Method::POST, &format!("&part=copy&partition={p}"), Bytes::new()).await {
                 Ok((StatusCode::OK, _)) => break,
                 Ok((status, body)) => {
@@ -47,9 +52,11 @@ pub(super) async fn copies(
             }
             tokio::time::sleep(RETRY).await;
         }
-        shared.state.resynced(&node, p);
-        done.push(p);
-        tracing::info!(node, partition = p, "a copy is up to date again");
+        if keeps_copy(&shared, &node, p) {
+            shared.state.resynced(&node, p);
+            done.push(p);
+            tracing::info!(node, partition = p, "a copy is up to date again");
+        }
     }
     let view = shared.cluster.view();
     let stale: Vec<u32> = done.into_iter().filter(|&p| view.map.is_stale(p, &node)).collect();
@@ -65,4 +72,11 @@ pub(super) async fn copies(
             Err(_) => tokio::time::sleep(RETRY / 5).await,
         }
     }
+}
+
+/// Whether this node owns `partition` and `node` keeps a copy of it, in the map in force.
+fn keeps_copy(shared: &Shared, node: &str, partition: u32) -> bool {
+    let view = shared.cluster.view();
+    view.map.owners.get(partition as usize).is_some_and(|o| o == shared.cluster.node())
+        && view.map.replicas_of(partition).iter().any(|n| n == node)
 }
