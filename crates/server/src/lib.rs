@@ -34,6 +34,10 @@ pub use figures::Figures;
 #[doc(hidden)]
 pub use handlers::batch::decode_batch;
 pub use http::{auth, error, options, tls};
-pub use http::{error::ApiError, options::ServerOptions, replicator::replicate};
+pub use http::{
+    error::ApiError,
+    options::ServerOptions,
+    replicator::{replicate, ReplicationPolicy},
+};
 pub use server::{run, run_reloading, run_store, Reload};
 pub use sqlite::SqliteBackend;

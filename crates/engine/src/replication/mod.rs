@@ -151,7 +151,7 @@ pub type Apply<'a> = dyn FnMut(u32, Vec<Replicated>, Option<oneshot::Sender<Resu
 pub fn receive(
     sources: &Sources,
     owner: &str,
-    frame: Frame,
+    mut frame: Frame,
     log: &CommitLog,
     partitions: u32,
     apply: &mut Apply<'_>,
@@ -177,6 +177,12 @@ pub fn receive(
             return Ok(Receipt::Held { position });
         }
         (false, Some(position)) if frame.from == position => {}
+        // Partly held (sent again, with what followed, after an answer that came too late):
+        // the rest follows.
+        (false, Some(position)) if frame.from < position => {
+            frame.txs.retain(|(lsn, _)| *lsn >= position);
+            frame.from = position;
+        }
         (false, position) => return Ok(Receipt::Behind { position }),
     }
     take_in(&mut source, owner, &frame, log, partitions)?;
@@ -213,7 +219,7 @@ fn settle(source: &mut Source, commit: u64, log: &CommitLog, apply: &mut Apply<'
     source.commit = source.commit.max(commit);
     let (mut ready, mut kept) = (Vec::new(), VecDeque::new());
     for t in source.tentative.drain(..) {
-        match t.tx.lsn < commit && !source.awaiting.contains(&t.tx.partition) {
+        match t.tx.lsn < source.commit && !source.awaiting.contains(&t.tx.partition) {
             true => ready.push(t),
             false => kept.push_back(t),
         }
@@ -297,6 +303,17 @@ pub fn seal(sources: &Sources, owner: &str) -> Option<u64> {
     let mut source = lock(&source);
     source.sealed = true;
     source.position
+}
+
+/// Whether this node's copy of `partition`, kept for `owner`, follows the owner's stream: it
+/// took a frame of `owner`'s since it started, `owner` is not sealed, and the partition is not
+/// waiting for a snapshot. Such a copy lags the owner by what is in flight, no more.
+pub fn follows(sources: &Sources, owner: &str, partition: u32) -> bool {
+    let known = sources.0.lock().unwrap_or_else(|p| p.into_inner()).get(owner).cloned();
+    known.is_some_and(|source| {
+        let source = lock(&source);
+        source.position.is_some() && !source.sealed && !source.awaiting.contains(&partition)
+    })
 }
 
 /// Takes `owner`'s frames again after a failover sealed it: it came back, and follows the map

@@ -48,8 +48,14 @@ impl Store {
         replication::seal(&self.sources, owner)
     }
 
-    /// Takes `owner`'s frames again after a failover sealed it (it came back, and follows the
-    /// map that failover wrote).
+    /// Whether this node's copy of `partition`, kept for `owner`, follows the owner's stream
+    /// (a frame taken since the start, the owner not sealed, no snapshot awaited): a read of it
+    /// lags the owner by what is in flight.
+    pub fn copy_follows(&self, owner: &str, partition: u32) -> bool {
+        replication::follows(&self.sources, owner, partition)
+    }
+
+    /// Takes `owner`'s frames again after a failover sealed it (it came back).
     pub fn unseal(&self, owner: &str) {
         replication::unseal(&self.sources, owner);
     }

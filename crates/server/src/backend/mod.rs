@@ -259,7 +259,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Box::pin(async move { Err(self.no_replicas()) })
     }
 
-    /// Takes `owner`'s frames again after a failover sealed it: it came back under a newer map.
+    /// Whether this node's copy of `partition`, kept for `owner`, follows the owner's stream (a
+    /// read of it lags the owner by what is in flight); false without replicas.
+    fn copy_follows(&self, owner: &str, partition: u32) -> bool {
+        let _ = (owner, partition);
+        false
+    }
+
+    /// Takes `owner`'s frames again after a failover sealed it: it came back.
     fn unseal(&self, owner: String) -> BackendResult<()> {
         let _ = owner;
         Err(self.no_replicas())

@@ -197,6 +197,10 @@ impl Backend for SqliteBackend {
         Box::pin(async move { Ok(self.store.seal(&owner)) })
     }
 
+    fn copy_follows(&self, owner: &str, partition: u32) -> bool {
+        self.store.copy_follows(owner, partition)
+    }
+
     fn unseal(&self, owner: String) -> BackendResult<()> {
         self.store.unseal(&owner);
         Ok(())

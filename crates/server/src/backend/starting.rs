@@ -103,6 +103,10 @@ impl Backend for Starting {
         Box::pin(async move { self.opened()?.seal(owner).await })
     }
 
+    fn copy_follows(&self, owner: &str, partition: u32) -> bool {
+        self.opened().is_ok_and(|b| b.copy_follows(owner, partition))
+    }
+
     fn unseal(&self, owner: String) -> BackendResult<()> {
         self.opened()?.unseal(owner)
     }

@@ -3,8 +3,8 @@
 //! link (sending, retrying, behind), the log position it holds, what waits for it and since
 //! when, and the copies being brought up to date from snapshots. The replicator
 //! (`crate::http::replicator`) writes it; `/stats`, `/metrics`, `/readyz` and `cluster status`
-//! read its [`ReplicationReport`]. As a copy: the owners a failover sealed here, with the map
-//! version it was at, so that an owner that comes back under a newer map is heard again.
+//! read its [`ReplicationReport`]. As a copy: the owners a failover sealed here, so that one that
+//! comes back is heard again.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -29,11 +29,13 @@ struct Inner {
     flushes_acked: u64,
     flushes_refused: u64,
     last_refusal: Option<String>,
+    flushes_degraded: u64,
+    last_degraded: Option<String>,
     links: BTreeMap<String, Link>,
     /// The copies `(node, partition)` being brought up to date from a snapshot.
     resyncing: BTreeSet<(String, u32)>,
-    /// The owners a failover sealed here, and the map version this node was at then.
-    sealed: BTreeMap<String, u64>,
+    /// The owners a failover sealed here.
+    sealed: BTreeSet<String>,
 }
 
 /// One copy node's link as the owner sees it.
@@ -75,6 +77,10 @@ pub struct ReplicationReport {
     pub flushes_refused: u64,
     /// Why the last refused flush was refused.
     pub last_refusal: Option<String>,
+    /// Flushes acknowledged held by fewer than `acks` copies (`--degrade-to-async`).
+    pub flushes_degraded: u64,
+    /// Why the last of those was.
+    pub last_degraded: Option<String>,
     /// Each copy node's link.
     pub copies: Vec<CopyReport>,
     /// This node's partitions that fewer than `acks` copies can hold writes of now (their
@@ -158,6 +164,20 @@ impl Replication {
         }
     }
 
+    /// A flush too few copies held was acknowledged anyway (degrading to asynchronous), because
+    /// of `why`.
+    pub fn degraded(&self, why: &str) {
+        let mut inner = self.inner();
+        inner.flushes_degraded += 1;
+        inner.last_degraded = Some(why.to_owned());
+    }
+
+    /// The copy nodes whose links are not streaming now (retrying, or behind).
+    pub fn not_streaming(&self) -> Vec<String> {
+        let inner = self.inner();
+        inner.links.iter().filter(|(_, l)| l.state != LinkState::Streaming).map(|(n, _)| n.clone()).collect()
+    }
+
     /// `f` of the copies `(node, partition)` being brought up to date (under the lock).
     pub fn with_resyncing<R>(&self, f: impl FnOnce(&BTreeSet<(String, u32)>) -> R) -> R {
         f(&self.inner().resyncing)
@@ -176,20 +196,14 @@ impl Replication {
         self.inner().resyncing.remove(&(node.to_owned(), partition));
     }
 
-    /// A failover sealed `owner` here while this node's map was at `version`.
-    pub fn sealed(&self, owner: &str, version: u64) {
-        self.inner().sealed.insert(owner.to_owned(), version);
+    /// A failover sealed `owner` here.
+    pub fn sealed(&self, owner: &str) {
+        self.inner().sealed.insert(owner.to_owned());
     }
 
-    /// Whether `owner`, sealed here, is to be heard again: it speaks from a map newer than the
-    /// one it was sealed under (the failover's, or a later one). Forgets the seal if so.
-    pub fn unseals(&self, owner: &str, its_version: u64) -> bool {
-        let mut inner = self.inner();
-        let newer = inner.sealed.get(owner).is_some_and(|&at| its_version > at);
-        if newer {
-            inner.sealed.remove(owner);
-        }
-        newer
+    /// Forgets that `owner` was sealed here: whether it was.
+    pub fn unseals(&self, owner: &str) -> bool {
+        self.inner().sealed.remove(owner)
     }
 
     /// The report, for node `me` under `map`.
@@ -204,6 +218,8 @@ impl Replication {
             flushes_acked: inner.flushes_acked,
             flushes_refused: inner.flushes_refused,
             last_refusal: inner.last_refusal.clone(),
+            flushes_degraded: inner.flushes_degraded,
+            last_degraded: inner.last_degraded.clone(),
             copies,
             short,
             short_why,

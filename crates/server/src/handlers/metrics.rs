@@ -145,6 +145,11 @@ fn encode_replication(report: &ReplicationReport, enc: &mut DescriptorEncoder) -
                 "Log flushes refused (503 unreplicated): too few copies held them in time",
                 report.flushes_refused,
             ),
+            Counter(
+                "shardlite_replication_flushes_degraded",
+                "Log flushes acknowledged held by fewer than acks copies (--degrade-to-async)",
+                report.flushes_degraded,
+            ),
             Gauge(
                 "shardlite_replication_short_partitions",
                 "This node's partitions fewer than acks copies can hold writes of now",

@@ -67,8 +67,8 @@ pub struct NodeSettings {
     pub node_ca: Option<PathBuf>,
     /// Where restored partitions wait while they are taken in (in the data directory).
     pub scratch: PathBuf,
-    /// How long a write waits for enough copies to hold it (with replicas).
-    pub replication_timeout: Duration,
+    /// How long a write waits for enough copies to hold it, and what then (with replicas).
+    pub replication: shardlite_server::ReplicationPolicy,
 }
 
 /// A node that read the map and may open its data directory.
@@ -96,9 +96,9 @@ pub async fn join(settings: &NodeSettings) -> anyhow::Result<Joined> {
 }
 
 impl Joined {
-    /// How long a write waits for enough copies to hold it (with replicas).
-    pub fn replication_timeout(&self) -> Duration {
-        self.settings.replication_timeout
+    /// How long a write waits for enough copies to hold it, and what then (with replicas).
+    pub fn replication(&self) -> shardlite_server::ReplicationPolicy {
+        self.settings.replication
     }
 
     /// What the data directory must be created with, or have: the map's partition count and

@@ -7,7 +7,8 @@
 //!        write NODE acknowledged) else refused
 //!  every live copy: POST /admin/replicate?from=NODE&part=seal ─> its position in NODE's log
 //!        (sealed, it takes no more frames of NODE's: NODE, were it alive, is answered by too
-//!        few copies to acknowledge anything)
+//!        few copies to acknowledge anything); still enough copies that know their position?
+//!        (one that restarted since NODE last reached it does not) else refused
 //!  each P: the most advanced live copy C; each other live copy L (behind it, or as far):
 //!        GET C/admin/replicate?from=NODE&part=tail&partition=P&after=pos(L)
 //!        POST L/admin/replicate?from=NODE&part=catch-up&partition=P   (that tail)
@@ -54,6 +55,18 @@ pub async fn plan(
         live.insert(p, copies);
     }
     let positions = seal(view, dead, live.values().flatten().copied(), client, token).await?;
+    // A copy that restarted since `dead` last reached it knows nothing of `dead`'s log: it may
+    // hold a write `dead` acknowledged (applied by its replay) without saying so, and so does
+    // not count.
+    for (p, copies) in &live {
+        let known = copies.iter().filter(|n| positions[n.as_str()].is_some()).count();
+        anyhow::ensure!(
+            known >= needed,
+            "partition {p}: {known} of its live copies know where they stand in `{dead}`'s log (the others \
+             restarted since `{dead}` last reached them), and {needed} are needed to be sure one holds every \
+             write `{dead}` acknowledged: bring `{dead}` back"
+        );
+    }
     let mut given: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut assigned, mut stale) = (BTreeMap::new(), Vec::new());
     for (p, copies) in &live {
@@ -61,10 +74,6 @@ pub async fn plan(
             .iter()
             .max_by_key(|n| (positions[n.as_str()], std::cmp::Reverse(given.get(n.as_str()).copied().unwrap_or(0))))
             .expect("enough live copies");
-        anyhow::ensure!(
-            positions[best.as_str()].is_some(),
-            "partition {p}: no live copy holds anything of `{dead}`'s log since it started"
-        );
         // Every other copy, as far as the best one or not: each applies what it held of P.
         for lagging in copies.iter().filter(|n| **n != *best) {
             if let Err(err) =

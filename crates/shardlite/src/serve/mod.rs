@@ -87,8 +87,8 @@ async fn serve(listener: std::net::TcpListener, mut settings: Settings) -> anyho
         opened = &mut opening => match opened {
             Ok(backend) => {
                 if let Some(joined) = &joined {
-                    let timeout = joined.replication_timeout();
-                    if let Err(why) = shardlite_server::replicate(&backend, &joined.cluster, &settings.server, timeout) {
+                    let policy = joined.replication();
+                    if let Err(why) = shardlite_server::replicate(&backend, &joined.cluster, &settings.server, policy) {
                         failed.notify_one();
                         server.await??;
                         backend.close().await;

@@ -146,6 +146,12 @@ pub struct ClusterOptions {
     /// `acks` copies to hold it before it fails with 503 `unreplicated` (rolled back).
     #[arg(long, value_name = "MS")]
     pub replication_timeout_ms: u64,
+    /// With replicas: a write that fewer than `acks` copies held within the timeout (or whose
+    /// copy nodes are known unreachable) is acknowledged anyway, held by fewer copies, instead
+    /// of failing with 503 `unreplicated`; `/readyz`, `/stats` and metrics say so. A failover
+    /// may then lose it.
+    #[arg(long)]
+    pub degrade_to_async: bool,
 }
 
 impl Default for ClusterOptions {
@@ -159,6 +165,7 @@ impl Default for ClusterOptions {
             litestream_replica: None,
             litestream_bin: "litestream".into(),
             replication_timeout_ms: 2000,
+            degrade_to_async: false,
         }
     }
 }
@@ -340,7 +347,7 @@ fn node_settings(
         anyhow::ensure!(
             cluster == defaults && etcd.etcd.is_none(),
             "node_id, redirect, lease_ttl, auto_failover, litestream_replica, litestream_bin, \
-             replication_timeout_ms and etcd are settings of a cluster node: add --cluster"
+             replication_timeout_ms, degrade_to_async and etcd are settings of a cluster node: add --cluster"
         );
         return Ok(None);
     }
@@ -367,7 +374,10 @@ fn node_settings(
         node_token: shardlite_server::auth::node_token(&server.token_source()).map_err(anyhow::Error::msg)?,
         node_ca: server.node_ca.clone(),
         scratch: data.join(".takeover"),
-        replication_timeout: std::time::Duration::from_millis(cluster.replication_timeout_ms),
+        replication: shardlite_server::ReplicationPolicy {
+            timeout: std::time::Duration::from_millis(cluster.replication_timeout_ms),
+            degrade_to_async: cluster.degrade_to_async,
+        },
     }))
 }
 

@@ -13,11 +13,11 @@ use super::{etcd, initial_owner, key, Nodes};
 use crate::common::client;
 
 /// A record as `(id, counter, key, value)`.
-type Held = (u64, u64, Vec<u8>, Vec<u8>);
+pub(super) type Held = (u64, u64, Vec<u8>, Vec<u8>);
 
 /// Every record of every partition of the data directory `dir` (no server on it), and whether
 /// `check` finds it sound.
-fn partitions_of(dir: &Path) -> (Vec<Vec<Held>>, bool) {
+pub(super) fn partitions_of(dir: &Path) -> (Vec<Vec<Held>>, bool) {
     let store = Store::open(dir, Config::default()).unwrap();
     let records = (0..store.manifest().partitions)
         .map(|p| {
@@ -81,8 +81,25 @@ async fn every_write_is_on_two_copies_before_its_answer_and_the_copies_end_ident
         assert_eq!(report["flushes_refused"], 0, "{report}");
     }
 
+    // A read that accepts a copy is answered by the copy on the node asked, if it keeps one.
+    let of =
+        |owner: &str| (0..120u32).find(|i| i % 4 == 2 && initial_owner(nodes.partition(&key(*i))) == owner).unwrap();
+    let (at_n1, at_n3) = (of("n1"), of("n3"));
+    let from_copy =
+        http.get(nodes.server("n2").kv(&key(at_n1))).header("shardlite-read-from", "copy").send().await.unwrap();
+    assert_eq!(from_copy.headers().get("shardlite-copy").map(|v| v.to_str().unwrap()), Some("n2"));
+    assert_eq!(from_copy.text().await.unwrap(), format!("v{at_n1}"));
+    let from_owner = http.get(nodes.server("n2").kv(&key(at_n1))).send().await.unwrap();
+    assert!(from_owner.headers().get("shardlite-copy").is_none(), "by default the owner answers");
+
     // Killed: n3. n1's and n2's partitions still have two copies alive: their writes go on.
     nodes.servers.remove("n3").unwrap().kill();
+    // n3's partitions: no owner to read from, but a copy (its owner is not sealed: no failover).
+    let asked = http.get(nodes.server("n1").kv(&key(at_n3)));
+    assert!(!asked.try_clone().unwrap().send().await.unwrap().status().is_success(), "the owner is dead");
+    let from_copy = asked.header("shardlite-read-from", "copy").send().await.unwrap();
+    assert_eq!(from_copy.headers().get("shardlite-copy").map(|v| v.to_str().unwrap()), Some("n1"));
+    assert_eq!(from_copy.text().await.unwrap(), format!("v{at_n3}"), "n1's copy of n3's partition");
     let living = |i: &u32| initial_owner(nodes.partition(&key(*i))) != "n3";
     for i in (200..260).filter(living) {
         let put = http.put(nodes.server("n1").kv(&key(i))).body(format!("v{i}")).send().await.unwrap();
@@ -156,6 +173,47 @@ async fn a_write_too_few_copies_can_hold_is_refused_and_rolled_back() {
     let status = super::shardlite(&["cluster", "status", "--etcd", &etcd.endpoints]);
     let table = String::from_utf8_lossy(&status.stdout);
     assert!(table.contains("n1 -> n3") && table.contains("refuse writes"), "{table}");
+}
+
+#[tokio::test]
+async fn degrading_to_async_a_write_too_few_copies_hold_is_acknowledged_and_said() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let serve = ["--replication-timeout-ms", "300", "--degrade-to-async"];
+    let mut nodes = three_copies(&etcd, dir.path(), &serve).await;
+    let http = client();
+    let at_n1 = (0..).find(|&i| initial_owner(nodes.partition(&key(i))) == "n1").unwrap();
+    let url = nodes.server("n1").kv(&key(at_n1));
+    assert_eq!(http.put(&url).body("held by two").send().await.unwrap().status(), 201);
+
+    nodes.servers.remove("n2").unwrap().kill();
+    nodes.servers.remove("n3").unwrap().kill();
+    for n in 0..5 {
+        let put = http.put(&url).body(format!("held by one {n}")).send().await.unwrap();
+        assert_eq!(put.status(), 200, "acknowledged, held by n1 alone");
+    }
+    assert_eq!(http.get(&url).send().await.unwrap().text().await.unwrap(), "held by one 4");
+    let stats = super::get_json(&nodes.server("n1").at("/stats")).await;
+    let replication = &stats["replication"];
+    assert!(replication["flushes_degraded"].as_u64() >= Some(5), "{replication}");
+    assert_eq!(replication["flushes_refused"], 0, "{replication}");
+    let ready = super::get_json(&nodes.server("n1").at("/readyz")).await;
+    assert!(ready["degraded"].as_str().is_some_and(|d| d.contains("unreachable")), "{ready}");
+    let metrics = http.get(nodes.server("n1").at("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(!metrics.contains("shardlite_replication_flushes_degraded_total 0\n"), "{metrics}");
+
+    // n2 back: its copy is brought up to date, and holds the writes n1 acknowledged alone.
+    nodes.start(&etcd, "n2", dir.path(), &serve).await;
+    let on_n2 = nodes.server("n2").kv(&key(at_n1));
+    super::failover::until("n2's copy holds the last write", || {
+        let (http, url) = (http.clone(), on_n2.clone());
+        async move {
+            let got = http.get(url).header("shardlite-read-from", "copy").send().await.unwrap();
+            got.headers().contains_key("shardlite-copy") && got.text().await.unwrap() == "held by one 4"
+        }
+    })
+    .await;
 }
 
 /// What one writer was answered for its keys: per key, the last value acknowledged with its

@@ -77,7 +77,7 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
         }
         (&Method::POST, Some("seal")) => {
             refuse_unless_dead(cluster, &from)?;
-            cluster.replication().sealed(&from, view.map.version);
+            cluster.replication().sealed(&from);
             json(&Position { position: state.backend.seal(from).await? })
         }
         (&Method::GET, Some("tail")) => {
@@ -122,8 +122,12 @@ fn map_version(headers: &HeaderMap) -> u64 {
 /// A frame of `from`'s writes, sent under map version `theirs`: 200 once durable here, or 409
 /// `copy_behind`. A frame sent under a newer map waits for it here (at most
 /// [`MAP_CATCH_UP`]); one holding a write of a partition `from` does not own in this node's map
-/// is refused (an owner cut off by a failover, not yet aware of it); an owner a failover sealed
-/// here is heard again once it speaks from a newer map than it was sealed under.
+/// is refused (an owner cut off by a failover, not yet aware of it). An owner a failover sealed
+/// here (dead, then) is heard again once it is alive in this node's view: it registered again.
+/// That is safe: the failover's etcd transaction fails if the owner registered before it (it
+/// stays the owner, and the copies may hold its writes), and a map the failover did change
+/// came before the registration, in the order this node's watch delivers them, so the check
+/// above refuses the owner's writes of the partitions it lost.
 async fn receive(
     state: &State,
     cluster: &Cluster,
@@ -148,8 +152,8 @@ async fn receive(
             ),
         ));
     }
-    if cluster.replication().unseals(from, theirs) {
-        tracing::info!(owner = from, map_version = theirs, "an owner sealed by a failover is heard again");
+    if view.alive.contains(from) && cluster.replication().unseals(from) {
+        tracing::info!(owner = from, map_version = view.map.version, "an owner sealed by a failover is heard again");
         state.backend.unseal(from.to_owned())?;
     }
     match state.backend.receive(from.to_owned(), frame).await? {

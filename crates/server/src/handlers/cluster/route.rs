@@ -6,6 +6,8 @@
 //!     owner is this node, lease not held ─────────> 503 fenced
 //!     owner elsewhere, request not yet forwarded ─> forwarded (default) | 421 (--redirect)
 //!     owner elsewhere, request already forwarded ─> 421 (never forwarded twice)
+//!  a read with `Shardlite-Read-From: copy`, this node keeping an up-to-date copy that follows
+//!  its owner's stream ─> served here from the copy (`Shardlite-Copy: THIS_NODE`)
 //! ```
 //!
 //! `/kv/{key}` goes by its key's partition, `/keys` and `/export` by their `partition=`; a
@@ -17,7 +19,12 @@
 use std::future::Future;
 
 use bytes::Bytes;
-use hyper::{body::Incoming, http::request::Parts, HeaderMap, Method, Request};
+use hyper::{
+    body::Incoming,
+    header::{HeaderName, HeaderValue},
+    http::request::Parts,
+    HeaderMap, Method, Request,
+};
 
 use crate::{
     cluster::{Cluster, Owner},
@@ -68,6 +75,17 @@ pub async fn read<F>(
 where
     F: Future<Output = Result<Response, ApiError>>,
 {
+    if accepts_copy(&head.headers) && follows_here(state, cluster, partition) {
+        // Node ids are header-safe (the map checks them).
+        let here = HeaderValue::from_str(cluster.node()).unwrap_or(HeaderValue::from_static("?"));
+        return match serve().await {
+            Ok(mut answer) => {
+                answer.headers_mut().insert(COPY, here);
+                Ok(answer)
+            }
+            Err(refused) => Err(refused.with_header(COPY, here)),
+        };
+    }
     loop {
         let departures = cluster.moves().departures(partition);
         if let Some(owner) = place(cluster, partition)? {
@@ -82,6 +100,29 @@ where
             return answer;
         }
     }
+}
+
+/// The request header by which a client accepts a read from a copy: `Shardlite-Read-From: copy`.
+const READ_FROM: HeaderName = HeaderName::from_static("shardlite-read-from");
+/// The answer's header naming the node whose copy answered.
+const COPY: HeaderName = HeaderName::from_static("shardlite-copy");
+
+/// Whether the client accepts a read from a copy (`Shardlite-Read-From: copy`).
+fn accepts_copy(headers: &HeaderMap) -> bool {
+    headers.get(READ_FROM).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"copy"))
+}
+
+/// Whether this node keeps a copy of `partition` that the map names up to date and that follows
+/// its owner's stream: not the owner (its own reads are linearizable), not stale, not waiting
+/// for a snapshot, its owner not sealed (a failover under way).
+fn follows_here(state: &State, cluster: &Cluster, partition: u32) -> bool {
+    let view = cluster.view();
+    let (map, me) = (&view.map, cluster.node());
+    let Some(owner) = map.owners.get(partition as usize) else { return false };
+    owner != me
+        && map.replicas_of(partition).iter().any(|n| n == me)
+        && !map.is_stale(partition, me)
+        && state.backend.copy_follows(owner, partition)
 }
 
 /// The partition of a request for one partition: `/kv/{key}` by its key, `/keys` and

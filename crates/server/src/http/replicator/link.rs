@@ -25,8 +25,9 @@ use crate::cluster::ClusterMap;
 
 /// Bytes of frames a link keeps for a copy that does not answer; past them the copy is behind.
 const LINK_BUFFER: usize = 256 << 20;
-/// How often an idle link looks whether its copy needs a new stream (it was behind, or the map
-/// names one of its copies stale).
+/// How often an idle link sends its copy an empty frame: the copy learns where the owner's log
+/// stands (it restarted: it answers that it is behind, and gets a new stream), and the link
+/// starts a new stream if one is due (it was behind, or the map names one of its copies stale).
 const LOOK_EVERY: Duration = Duration::from_millis(500);
 /// How long a frame's answer may take before the frame is sent again (a copy that accepted the
 /// connection but does not answer: stopped, or not serving yet).
@@ -82,12 +83,6 @@ impl Stream {
             .collect()
     }
 
-    /// Whether a new stream is due although no frame waits: the copy was behind, or the map
-    /// names a copy of the node stale that this stream has not announced.
-    fn due(&self, shared: &Shared, node: &str) -> bool {
-        self.behind || !self.unannounced_stale(&shared.cluster.view().map, shared.cluster.node(), node).is_empty()
-    }
-
     /// Marks `frame` as a new stream's first if one is due, announcing the partitions whose
     /// copies come from a snapshot: those not up to date yet (all of the node's, if it was
     /// behind).
@@ -139,8 +134,11 @@ async fn run(shared: Arc<Shared>, node: String, mut queue: mpsc::UnboundedReceiv
                 Some(first) => first,
                 None => return,
             },
-            () = tokio::time::sleep(LOOK_EVERY) => match sent_to.filter(|_| stream.due(&shared, &node)) {
-                Some(at) => (Frame { from: at, to: at, ..Frame::default() }, mpsc::unbounded_channel().0),
+            () = tokio::time::sleep(LOOK_EVERY) => match sent_to {
+                Some(at) => {
+                    let (commit, refused) = super::committed(&shared);
+                    (Frame { from: at, to: at, commit, refused, ..Frame::default() }, mpsc::unbounded_channel().0)
+                }
                 None => continue,
             },
         };

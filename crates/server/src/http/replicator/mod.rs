@@ -48,21 +48,32 @@ const SETTLE_AFTER: Duration = Duration::from_millis(20);
 /// Refused ranges remembered to tell the copies.
 const REFUSED_KEPT: usize = 1024;
 
+/// How long a write waits for `acks` copies, and what then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicationPolicy {
+    /// How long a write waits for enough copies to hold it.
+    pub timeout: Duration,
+    /// Acknowledge a write that too few copies held (in time, or at all: their nodes are known
+    /// unreachable) instead of refusing it: held by fewer copies, a failover may lose it.
+    pub degrade_to_async: bool,
+}
+
 /// Has `backend`'s commits wait for the copies the map of `cluster` names, if it names any (else
-/// nothing changes): a write is answered once `acks` copies hold it, or refused after
-/// `timeout`. The nodes are reached as `options` says (their CA, this node's token).
+/// nothing changes): a write is answered once `acks` copies hold it, or, after the `policy`'s
+/// timeout, refused (or acknowledged anyway, if it degrades to asynchronous). The nodes are
+/// reached as `options` says (their CA, this node's token).
 pub fn replicate(
     backend: &Arc<dyn Backend>,
     cluster: &Arc<Cluster>,
     options: &ServerOptions,
-    timeout: Duration,
+    policy: ReplicationPolicy,
 ) -> Result<bool, String> {
     if cluster.view().map.copies() < 2 {
         return Ok(false);
     }
     let client = Forwarder::new(options.node_ca.as_deref())?;
     let token = Auth::new(options.token_source())?.node_token();
-    let replicator = Replicator::start(Arc::clone(cluster), Arc::clone(backend), client, token, timeout);
+    let replicator = Replicator::start(Arc::clone(cluster), Arc::clone(backend), client, token, policy);
     backend.replicate_with(replicator).map_err(|e| format!("replicas need the engine's commit log: {e}"))?;
     Ok(true)
 }
@@ -76,20 +87,21 @@ pub struct Replicator {
 impl Replicator {
     /// Starts replicating on the current tokio runtime: `cluster` says which nodes keep copies
     /// of which partitions, `client` reaches them with `token`, `backend` says each partition's
-    /// epoch; a flush not acknowledged by enough copies within `timeout` is refused.
+    /// epoch; a flush not acknowledged by enough copies within the `policy`'s timeout is
+    /// refused, or acknowledged anyway where it degrades to asynchronous.
     fn start(
         cluster: Arc<Cluster>,
         backend: Arc<dyn Backend>,
         client: Forwarder,
         token: Option<String>,
-        timeout: Duration,
+        policy: ReplicationPolicy,
     ) -> Arc<Self> {
         let (flushes, shipments) = mpsc::unbounded_channel();
         let (resolve, in_flight) = mpsc::unbounded_channel();
         let state = Arc::clone(cluster.replication());
         let shared = Arc::new(Shared { cluster, backend, client, token, log: Mutex::default(), state });
         tokio::spawn(dispatch(Arc::clone(&shared), shipments, resolve));
-        tokio::spawn(resolve_in_order(shared, in_flight, timeout));
+        tokio::spawn(resolve_in_order(shared, in_flight, policy));
         Arc::new(Self { flushes })
     }
 }
@@ -131,6 +143,8 @@ struct InFlight {
     shipment: Shipment,
     /// For each set of replicas some partition of the flush has: how many must acknowledge.
     needs: Vec<(Vec<String>, usize)>,
+    /// The copy nodes whose links were not streaming when it was sent.
+    down: Vec<String>,
     /// Each node's answer to its frame, as they come.
     answers: mpsc::UnboundedReceiver<Answer>,
 }
@@ -170,7 +184,8 @@ async fn dispatch(
             link.send(frame, reply.clone());
         }
         drop(reply);
-        if resolve.send(InFlight { shipment, needs, answers }).is_err() {
+        let down = shared.state.not_streaming();
+        if resolve.send(InFlight { shipment, needs, down, answers }).is_err() {
             return;
         }
     }
@@ -245,16 +260,31 @@ fn committed(shared: &Shared) -> (u64, Vec<(u64, u64)>) {
 }
 
 /// Answers each flush's writers in log order: once every partition it touched has enough
-/// acknowledgements, or refused when `timeout` passes first.
-async fn resolve_in_order(shared: Arc<Shared>, mut in_flight: mpsc::UnboundedReceiver<InFlight>, timeout: Duration) {
-    while let Some(InFlight { shipment, needs, answers }) = in_flight.recv().await {
-        let outcome = tokio::time::timeout(timeout, enough(&needs, answers)).await;
+/// acknowledgements, or refused when the `policy`'s timeout passes first. Degrading to
+/// asynchronous, a flush that too few copies held is acknowledged instead, at once if the
+/// links to the copies it needs were down when it was sent.
+async fn resolve_in_order(
+    shared: Arc<Shared>,
+    mut in_flight: mpsc::UnboundedReceiver<InFlight>,
+    policy: ReplicationPolicy,
+) {
+    while let Some(InFlight { shipment, needs, down, answers }) = in_flight.recv().await {
+        let down = if policy.degrade_to_async { down } else { Vec::new() };
+        let outcome = tokio::time::timeout(policy.timeout, enough(&needs, &down, answers)).await;
         let result = match outcome {
             Ok(Ok(())) => Ok(()),
             Ok(Err(why)) => Err(why),
-            Err(_) => {
-                Err(format!("fewer copies than the cluster's acks held the write within {} ms", timeout.as_millis()))
+            Err(_) => Err(format!(
+                "fewer copies than the cluster's acks held the write within {} ms",
+                policy.timeout.as_millis()
+            )),
+        };
+        let result = match result {
+            Err(why) if policy.degrade_to_async => {
+                shared.state.degraded(&why);
+                Ok(())
             }
+            result => result,
         };
         shared.state.resolved(shipment.to, result.as_ref().err().map(String::as_str));
         {
@@ -272,9 +302,14 @@ async fn resolve_in_order(shared: Arc<Shared>, mut in_flight: mpsc::UnboundedRec
 }
 
 /// Waits for the answers until every set of replicas has its count of acknowledgements; fails
-/// once too many have failed for some set to get there.
-async fn enough(needs: &[(Vec<String>, usize)], mut answers: mpsc::UnboundedReceiver<Answer>) -> Result<(), String> {
-    let (mut acked, mut failed, mut reasons) = (Vec::new(), Vec::new(), Vec::new());
+/// once too many have failed (or are `down` from the start) for some set to get there.
+async fn enough(
+    needs: &[(Vec<String>, usize)],
+    down: &[String],
+    mut answers: mpsc::UnboundedReceiver<Answer>,
+) -> Result<(), String> {
+    let (mut acked, mut failed, mut reasons) = (Vec::new(), down.to_vec(), Vec::new());
+    reasons.extend(down.iter().map(|n| format!("node `{n}` is unreachable")));
     let count = |set: &[String], of: &[String]| set.iter().filter(|r| of.contains(r)).count();
     while !needs.iter().all(|(set, n)| count(set, &acked) >= *n) {
         let hopeless = needs.iter().any(|(set, n)| set.len() - count(set, &failed) < *n);
