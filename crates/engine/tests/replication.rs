@@ -254,7 +254,7 @@ fn a_failover_promotes_the_most_advanced_copy_and_brings_the_other_up_to_it() {
     }
 
     // The owner is dead: nothing more reaches the copies. Sealed, they take no frame of its.
-    let (at_a, at_b) = (a.seal("owner").unwrap(), b.seal("owner").unwrap());
+    let (at_a, at_b) = (a.seal("owner").position.unwrap(), b.seal("owner").position.unwrap());
     assert!(at_a > at_b, "b missed the last flushes");
     let late = Frame { from: at_a, to: at_a, ..Frame::default() };
     assert_eq!(a.receive("owner", late).unwrap(), Receipt::Behind { position: Some(at_a) });

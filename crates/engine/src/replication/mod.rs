@@ -296,13 +296,23 @@ pub fn apply_held(sources: &Sources, log: &CommitLog, apply: &mut Apply<'_>) -> 
     Ok(())
 }
 
+/// Where a sealed owner's copies stand on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    /// Where this node's copy of the owner's log ends (`None`: nothing taken since it started).
+    pub position: Option<u64>,
+    /// The partitions whose copies wait for a snapshot: they hold the owner's later
+    /// transactions, not what came before, so they are no copies to promote.
+    pub awaiting: Vec<u32>,
+}
+
 /// Seals `owner` (a failover: it is dead) so that no frame of its is taken any more; where this
-/// node's copy of its log ends.
-pub fn seal(sources: &Sources, owner: &str) -> Option<u64> {
+/// node's copies of its partitions stand.
+pub fn seal(sources: &Sources, owner: &str) -> Sealed {
     let source = sources.of(owner);
     let mut source = lock(&source);
     source.sealed = true;
-    source.position
+    Sealed { position: source.position, awaiting: source.awaiting.iter().copied().collect() }
 }
 
 /// Whether this node's copy of `partition`, kept for `owner`, follows the owner's stream: it

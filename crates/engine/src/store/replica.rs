@@ -43,8 +43,8 @@ impl Store {
     }
 
     /// Seals the dead `owner` (a failover): no frame of its is taken any more. Where this
-    /// node's copy of its log ends, if it received any.
-    pub fn seal(&self, owner: &str) -> Option<u64> {
+    /// node's copies of its partitions stand.
+    pub fn seal(&self, owner: &str) -> replication::Sealed {
         replication::seal(&self.sources, owner)
     }
 

@@ -24,7 +24,7 @@ use std::{future::Future, path::PathBuf, pin::Pin, sync::Arc};
 use shardlite_engine::{
     backup::BackupOptions,
     commitlog::Replicate,
-    replication::{Frame, Receipt},
+    replication::{Frame, Receipt, Sealed},
     transfer::Received,
     CompactReport, MovePart, Op, Outcome, PartitionCheck, Record, Version, MAX_KEY_LEN,
 };
@@ -253,8 +253,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 
     /// Seals the dead `owner` (a failover): no frame of its is taken any more. Resolves to
-    /// where this node's copy of its log ends, if it received any.
-    fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Option<u64>>> {
+    /// where this node's copies of its partitions stand.
+    fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Sealed>> {
         let _ = owner;
         Box::pin(async move { Err(self.no_replicas()) })
     }

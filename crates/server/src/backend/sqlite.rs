@@ -9,7 +9,7 @@ use shardlite_engine::{
     backup::BackupOptions,
     bin_format,
     commitlog::Replicate,
-    replication::{Frame, Receipt},
+    replication::{Frame, Receipt, Sealed},
     transfer::Received,
     Adoption, CompactReport, Error as EngineError, MovePart, Op, Outcome, PartitionCheck, Record, Store,
 };
@@ -193,7 +193,7 @@ impl Backend for SqliteBackend {
         self.store.epoch_of(partition).ok()
     }
 
-    fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Option<u64>>> {
+    fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Sealed>> {
         Box::pin(async move { Ok(self.store.seal(&owner)) })
     }
 

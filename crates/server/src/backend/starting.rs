@@ -12,7 +12,7 @@ use bytes::Bytes;
 use shardlite_engine::{
     backup::BackupOptions,
     commitlog::Replicate,
-    replication::{Frame, Receipt},
+    replication::{Frame, Receipt, Sealed},
     transfer::Received,
     CompactReport, MovePart, Op, Outcome, PartitionCheck, Record,
 };
@@ -99,7 +99,7 @@ impl Backend for Starting {
         self.opened().ok()?.partition_epoch(partition)
     }
 
-    fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Option<u64>>> {
+    fn seal(&self, owner: String) -> BoxFuture<'_, BackendResult<Sealed>> {
         Box::pin(async move { self.opened()?.seal(owner).await })
     }
 

@@ -8,7 +8,8 @@
 //!  every live copy: POST /admin/replicate?from=NODE&part=seal ─> its position in NODE's log
 //!        (sealed, it takes no more frames of NODE's: NODE, were it alive, is answered by too
 //!        few copies to acknowledge anything); still enough copies that know their position?
-//!        (one that restarted since NODE last reached it does not) else refused
+//!        (one that restarted since NODE last reached it does not, nor one waiting for a
+//!        snapshot of P: it lacks what came before) else refused
 //!  each P: the most advanced live copy C; each other live copy L (behind it, or as far):
 //!        GET C/admin/replicate?from=NODE&part=tail&partition=P&after=pos(L)
 //!        POST L/admin/replicate?from=NODE&part=catch-up&partition=P   (that tail)
@@ -23,10 +24,21 @@ use shardlite_server::cluster::View;
 
 use super::failover::{ask, dead_owners_partitions};
 
-/// What a seal answers.
+/// What a seal answers: where the copy's node stands in the dead node's log, and its copies
+/// waiting for a snapshot (they lack what came before it).
 #[derive(Debug, serde::Deserialize)]
-struct Position {
+struct Sealed {
     position: Option<u64>,
+    #[serde(default)]
+    awaiting: Vec<u32>,
+}
+
+impl Sealed {
+    /// Where this node's copy of `partition` stands, if it is one to count: it knows its
+    /// position, and does not wait for a snapshot.
+    fn of(&self, partition: u32) -> Option<u64> {
+        self.position.filter(|_| !self.awaiting.contains(&partition))
+    }
 }
 
 /// Which live copy of each partition of `dead` becomes its owner: the most advanced (the fewest
@@ -56,10 +68,10 @@ pub async fn plan(
     }
     let positions = seal(view, dead, live.values().flatten().copied(), client, token).await?;
     // A copy that restarted since `dead` last reached it knows nothing of `dead`'s log: it may
-    // hold a write `dead` acknowledged (applied by its replay) without saying so, and so does
-    // not count.
+    // hold a write `dead` acknowledged (applied by its replay) without saying so; one waiting
+    // for a snapshot lacks what came before it. Neither counts.
     for (p, copies) in &live {
-        let known = copies.iter().filter(|n| positions[n.as_str()].is_some()).count();
+        let known = copies.iter().filter(|n| positions[n.as_str()].of(*p).is_some()).count();
         anyhow::ensure!(
             known >= needed,
             "partition {p}: {known} of its live copies know where they stand in `{dead}`'s log (the others \
@@ -72,12 +84,14 @@ pub async fn plan(
     for (p, copies) in &live {
         let best = copies
             .iter()
-            .max_by_key(|n| (positions[n.as_str()], std::cmp::Reverse(given.get(n.as_str()).copied().unwrap_or(0))))
+            .max_by_key(|n| {
+                (positions[n.as_str()].of(*p), std::cmp::Reverse(given.get(n.as_str()).copied().unwrap_or(0)))
+            })
             .expect("enough live copies");
         // Every other copy, as far as the best one or not: each applies what it held of P.
         for lagging in copies.iter().filter(|n| **n != *best) {
             if let Err(err) =
-                catch_up(view, dead, *p, (best, lagging, positions[lagging.as_str()]), client, token).await
+                catch_up(view, dead, *p, (best, lagging, positions[lagging.as_str()].of(*p)), client, token).await
             {
                 tracing::warn!(partition = p, node = %lagging, "its copy could not be brought up to date, and is stale: {err:#}");
                 stale.push((*p, (*lagging).clone()));
@@ -89,14 +103,14 @@ pub async fn plan(
     Ok((assigned, stale))
 }
 
-/// Seals `dead` on each node of `copies`; each one's position in `dead`'s log.
+/// Seals `dead` on each node of `copies`; where each one stands.
 async fn seal<'a>(
     view: &View,
     dead: &str,
     copies: impl Iterator<Item = &'a String>,
     client: &reqwest::Client,
     token: Option<&str>,
-) -> anyhow::Result<BTreeMap<String, Option<u64>>> {
+) -> anyhow::Result<BTreeMap<String, Sealed>> {
     let mut positions = BTreeMap::new();
     for node in copies {
         if positions.contains_key(node) {
@@ -106,8 +120,8 @@ async fn seal<'a>(
         let body = ask(client, reqwest::Method::POST, &url, None, token)
             .await
             .with_context(|| format!("sealing `{dead}` on `{node}`"))?;
-        let sealed: Position = serde_json::from_slice(&body).context("a seal's answer")?;
-        positions.insert(node.clone(), sealed.position);
+        let sealed: Sealed = serde_json::from_slice(&body).context("a seal's answer")?;
+        positions.insert(node.clone(), sealed);
     }
     Ok(positions)
 }
@@ -121,7 +135,9 @@ async fn catch_up(
     client: &reqwest::Client,
     token: Option<&str>,
 ) -> anyhow::Result<()> {
-    let after = after.with_context(|| format!("`{lagging}` holds nothing of `{dead}`'s log since it started"))?;
+    let after = after.with_context(|| {
+        format!("`{lagging}` holds nothing of `{dead}`'s log since it started, or waits for a snapshot of partition {partition}")
+    })?;
     let tail_url =
         format!("{}/admin/replicate?from={dead}&part=tail&partition={partition}&after={after}", view.addresses[best]);
     let tail = ask(client, reqwest::Method::GET, &tail_url, None, token).await?;

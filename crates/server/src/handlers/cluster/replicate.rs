@@ -6,7 +6,8 @@
 //!                                         200 {"position": N} once durable here; 409 copy_behind
 //!                                         (or a write of a partition NODE does not own here)
 //!  at a failover of NODE (dead: no lease in this node's map):
-//!  POST &part=seal                        take no more frames of NODE's: {"position": N | null}
+//!  POST &part=seal                        take no more frames of NODE's: {"position": N | null,
+//!                                         "awaiting": [partitions waiting for a snapshot]}
 //!  GET  &part=tail&partition=P&after=N    NODE's transactions of P held here from N (a frame)
 //!  POST &part=catch-up&partition=P        a more advanced copy's tail taken in, every
 //!                                         transaction of P held applied: {"partition": P}
@@ -51,7 +52,7 @@ use crate::{
 /// waited as one frame, up to its own bound (256 MiB) and a margin.
 const MAX_FRAME: usize = 320 << 20;
 
-/// What a copy answers a frame it holds, or a seal.
+/// What a copy answers a frame it holds.
 #[derive(Debug, Serialize)]
 struct Position {
     position: Option<u64>,
@@ -78,7 +79,8 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
         (&Method::POST, Some("seal")) => {
             refuse_unless_dead(cluster, &from)?;
             cluster.replication().sealed(&from);
-            json(&Position { position: state.backend.seal(from).await? })
+            let sealed = state.backend.seal(from).await?;
+            json(&json!({ "position": sealed.position, "awaiting": sealed.awaiting }))
         }
         (&Method::GET, Some("tail")) => {
             let partition = partition_of(cluster, &query)?;
