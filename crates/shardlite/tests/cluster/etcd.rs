@@ -1,5 +1,6 @@
-//! A 3-member etcd cluster on 127.0.0.1 for the tests: distinct free ports, data in a temporary
-//! directory, every member killed when dropped.
+//! A 3-member etcd cluster for the tests: on 127.0.0.1 on distinct free ports, or each member
+//! where the test puts it (a network namespace); data in a temporary directory, every member
+//! killed when dropped.
 //!
 //! etcd comes from `SHARDLITE_TEST_ETCD` (CI sets it: `.ci/etcd`; then an etcd that does not
 //! start fails the test), else `etcd` on `PATH`; without one the tests print why and pass.
@@ -7,6 +8,7 @@
 use shardlite_etcd::{Compare, TxnOp};
 use shardlite_server::cluster::ClusterMap;
 use std::{
+    ffi::OsString,
     net::TcpListener,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -32,9 +34,20 @@ pub fn binary() -> Option<PathBuf> {
     None
 }
 
+/// Where an etcd member runs: its address, its client and peer ports, and how a program is
+/// started there.
+pub struct Member<'a> {
+    pub host: String,
+    pub ports: (u16, u16),
+    pub command: Box<dyn Fn(&Path) -> Command + 'a>,
+}
+
 /// Three etcd members forming one cluster.
 pub struct Etcd {
     members: Vec<Child>,
+    /// Each member's command line, to start it again.
+    commands: Vec<Vec<OsString>>,
+    logs: Vec<PathBuf>,
     /// The client URLs, comma-separated: what `--etcd` takes.
     pub endpoints: String,
 }
@@ -43,32 +56,41 @@ impl Etcd {
     /// Starts the members of `bin` with their data under `dir` and waits until the cluster
     /// answers a write.
     pub async fn start(bin: &Path, dir: &Path) -> Self {
-        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-        let url = |port: u16| format!("http://127.0.0.1:{port}");
+        let on_loopback = |_| Member {
+            host: "127.0.0.1".into(),
+            ports: (free_port(), free_port()),
+            command: Box::new(|bin: &Path| Command::new(bin)),
+        };
+        Self::start_as(bin, dir, (0..3).map(on_loopback).collect()).await
+    }
+
+    /// Starts `members` of `bin` with their data under `dir` and waits until the cluster answers
+    /// a write.
+    pub async fn start_as(bin: &Path, dir: &Path, members: Vec<Member<'_>>) -> Self {
+        let url = |host: &str, port: u16| format!("http://{host}:{port}");
         let initial: Vec<String> =
-            ports.iter().enumerate().map(|(i, (_, peer))| format!("e{i}={}", url(*peer))).collect();
-        let members = ports
+            members.iter().enumerate().map(|(i, m)| format!("e{i}={}", url(&m.host, m.ports.1))).collect();
+        let commands: Vec<Vec<OsString>> = members
             .iter()
             .enumerate()
-            .map(|(i, &(client, peer))| {
-                let log = std::fs::File::create(dir.join(format!("e{i}.log"))).unwrap();
-                Command::new(bin)
+            .map(|(i, member)| {
+                let (client, peer) = (url(&member.host, member.ports.0), url(&member.host, member.ports.1));
+                let mut command = (member.command)(bin);
+                command
                     .args(["--name", &format!("e{i}")])
                     .arg("--data-dir")
                     .arg(dir.join(format!("e{i}")))
-                    .args(["--listen-client-urls", &url(client), "--advertise-client-urls", &url(client)])
-                    .args(["--listen-peer-urls", &url(peer), "--initial-advertise-peer-urls", &url(peer)])
+                    .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
+                    .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
                     .args(["--initial-cluster", &initial.join(","), "--initial-cluster-state", "new"])
-                    .args(["--initial-cluster-token", "shardlite-test", "--log-level", "warn"])
-                    .stdin(Stdio::null())
-                    .stdout(log.try_clone().unwrap())
-                    .stderr(log)
-                    .spawn()
-                    .unwrap_or_else(|e| panic!("starting etcd ({}): {e}", bin.display()))
+                    .args(["--initial-cluster-token", "shardlite-test", "--log-level", "warn"]);
+                std::iter::once(command.get_program()).chain(command.get_args()).map(OsString::from).collect()
             })
             .collect();
-        let endpoints = ports.iter().map(|(client, _)| url(*client)).collect::<Vec<_>>().join(",");
-        let etcd = Self { members, endpoints };
+        let logs: Vec<PathBuf> = (0..members.len()).map(|i| dir.join(format!("e{i}.log"))).collect();
+        let children = (0..members.len()).map(|i| spawn(&commands[i], &logs[i])).collect();
+        let endpoints = members.iter().map(|m| url(&m.host, m.ports.0)).collect::<Vec<_>>().join(",");
+        let etcd = Self { members: children, commands, logs, endpoints };
         etcd.wait_until_ready(dir).await;
         etcd
     }
@@ -87,6 +109,17 @@ impl Etcd {
             assert!(Instant::now() < deadline, "etcd did not start within {START_TIMEOUT:?}:\n{}", logs.join("\n"));
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Kills member `i` (`kill -9`).
+    pub fn kill_member(&mut self, i: usize) {
+        let _ = self.members[i].kill();
+        let _ = self.members[i].wait();
+    }
+
+    /// Starts member `i` again, on its data.
+    pub fn restart_member(&mut self, i: usize) {
+        self.members[i] = spawn(&self.commands[i], &self.logs[i]);
     }
 
     /// A client of the cluster.
@@ -125,6 +158,18 @@ impl Drop for Etcd {
             let _ = member.wait();
         }
     }
+}
+
+/// Runs the command line `argv`, its output appended to `log`.
+fn spawn(argv: &[OsString], log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting etcd ({:?}): {e}", argv[0]))
 }
 
 /// Ports handed out by [`free_port`]: below Linux's range of ephemeral ports (32768 and up),

@@ -14,6 +14,9 @@
 //! - Moving a partition (`moving`).
 //! - Replicas (`replicas`): every write held by `acks` copies before its answer; the copies end
 //!   identical to the owner's partition; too few copies alive: 503 `unreplicated`, rolled back.
+//! - Real network faults (`network`, in namespaces of the test's own: `netns`): an owner cut
+//!   off from etcd and its copies while clients still reach it acknowledges nothing after its
+//!   lease; nothing acknowledged is lost; the whole history is linearizable.
 //! - Fencing and failover (`failover`): a node without its lease serves none of its
 //!   partitions; a killed node's partitions are restored from its Litestream replica by the
 //!   survivors; a node back with a stale map forwards.
@@ -27,6 +30,8 @@ mod common;
 mod etcd;
 mod failover;
 mod moving;
+mod netns;
+mod network;
 mod replicas;
 mod tls;
 
@@ -66,6 +71,18 @@ impl Nodes {
             .chain(spares)
             .map(|id| ((*id).to_owned(), format!("127.0.0.1:{}", etcd::free_port()).parse().unwrap()))
             .collect();
+        Self::init_at(etcd, ids, spares, scheme, extra, addresses)
+    }
+
+    /// [`Nodes::init_with`] on the nodes' `addresses`.
+    fn init_at(
+        etcd: &etcd::Etcd,
+        ids: &[&str],
+        spares: &[&str],
+        scheme: &str,
+        extra: &[&str],
+        addresses: BTreeMap<String, std::net::SocketAddr>,
+    ) -> Self {
         let spec =
             |ids: &[&str]| ids.iter().map(|id| format!("{id}={scheme}://{}", addresses[*id])).collect::<Vec<_>>();
         let (nodes, spares, partitions) = (spec(ids).join(","), spec(spares).join(","), PARTITIONS.to_string());
@@ -86,6 +103,22 @@ impl Nodes {
         let mut args = vec!["--cluster", "--etcd", &etcd.endpoints, "--node-id", id];
         args.extend_from_slice(extra);
         let server = Server::start_at(self.addresses[id], &dir.join(id), &args).await;
+        self.servers.insert(id.to_owned(), server);
+    }
+
+    /// [`Nodes::start`] through `program`, a command that runs the binary (in a network
+    /// namespace).
+    async fn start_through(
+        &mut self,
+        etcd: &etcd::Etcd,
+        id: &str,
+        dir: &std::path::Path,
+        extra: &[&str],
+        program: impl Fn() -> Command,
+    ) {
+        let mut args = vec!["--cluster", "--etcd", &etcd.endpoints, "--node-id", id];
+        args.extend_from_slice(extra);
+        let server = Server::start_at_through(program, self.addresses[id], &dir.join(id), &args).await;
         self.servers.insert(id.to_owned(), server);
     }
 

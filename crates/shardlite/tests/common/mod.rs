@@ -61,7 +61,18 @@ impl Server {
     /// Starts `shardlite serve --data DIR --listen ADDR ARGS` on `addr` (known before, as a
     /// cluster's nodes are) and waits until it is ready; panics if it exits instead.
     pub async fn start_at(addr: std::net::SocketAddr, data: &Path, args: &[&str]) -> Self {
-        let launched = Self::launch(&|| Command::new(EXE), addr, data, args, &[]).await;
+        Self::start_at_through(|| Command::new(EXE), addr, data, args).await
+    }
+
+    /// [`Server::start_at`] through `program`, a command that runs [`EXE`] (e.g. inside a
+    /// network namespace) with the arguments added to it.
+    pub async fn start_at_through(
+        program: impl Fn() -> Command,
+        addr: std::net::SocketAddr,
+        data: &Path,
+        args: &[&str],
+    ) -> Self {
+        let launched = Self::launch(&program, addr, data, args, &[]).await;
         launched.unwrap_or_else(|| panic!("the server on {addr} exited at start"))
     }
 
@@ -116,6 +127,14 @@ impl Server {
     /// The child's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// How the process ended, if it has (a signal's number, else its exit code), without
+    /// waiting.
+    pub fn ended(&mut self) -> Option<String> {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.child.try_wait().ok()??;
+        Some(status.signal().map_or_else(|| format!("exit code {:?}", status.code()), |s| format!("signal {s}")))
     }
 
     /// SIGKILL, then reap the process.
