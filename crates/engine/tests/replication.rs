@@ -214,6 +214,47 @@ fn a_frame_sent_again_with_what_followed_is_taken_from_where_the_copy_stands() {
     assert_same(&copy, &owner, "every transaction taken once, in order");
 }
 
+/// Answers each shipment from a task on the runtime it was made on, 200 ms later: as the cluster's
+/// replicator does, whose answers come through the server's runtime.
+#[derive(Debug)]
+struct OnRuntime(tokio::sync::mpsc::UnboundedSender<Shipment>);
+
+impl Replicate for OnRuntime {
+    fn ship(&self, shipment: Shipment) {
+        let _ = self.0.send(shipment);
+    }
+}
+
+#[test]
+fn a_write_its_caller_abandons_ends_without_holding_up_the_runtime_its_copies_answer_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::create(dir.path(), partitions(4), durable()).unwrap());
+    let (done, finished) = mpsc::channel();
+    let on_runtime = Arc::clone(&store);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let (ship, mut shipments) = tokio::sync::mpsc::unbounded_channel::<Shipment>();
+            on_runtime.replicate_with(Arc::new(OnRuntime(ship))).unwrap();
+            tokio::spawn(async move {
+                while let Some(shipment) = shipments.recv().await {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    shipment.done(Ok(()));
+                }
+            });
+            // An inline write, abandoned while it waits for its copies (an HTTP client gone).
+            let put = |v| Op::Put { key: key(1), value: value(1, v), condition: Condition::None };
+            let abandoned = tokio::time::timeout(std::time::Duration::from_millis(50), on_runtime.write(put(1)));
+            assert!(abandoned.await.is_err(), "the copies answer after 200 ms");
+            let next = on_runtime.write(put(2)).await.unwrap();
+            done.send(next).unwrap();
+        });
+    });
+    let next = finished.recv_timeout(std::time::Duration::from_secs(20)).expect("the runtime went on");
+    assert!(matches!(next, shardlite_engine::Outcome::Written(_)), "{next:?}");
+    assert_eq!(store.get(&key(1)).unwrap().unwrap().value, value(1, 2));
+}
+
 /// Fails naming the first record where `a` and `b` differ, partition by partition.
 fn assert_same(a: &Store, b: &Store, what: &str) {
     for (p, (a, b)) in records(a).iter().zip(records(b)).enumerate() {

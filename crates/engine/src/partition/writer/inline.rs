@@ -8,7 +8,8 @@
 //! ([`CommitLog::durable`]), commits, answers, finishes any checkpoint the checkpointer left
 //! unfinished (`Checkpoints::finish`) and puts the writer back. Nothing is visible before it is
 //! durable. Only while few writes are under way (`inline_writes_below`), and not for a while
-//! ([`COOL_DOWN`]) after one read the disk. Dropped unfinished (its caller gone), it still ends.
+//! ([`COOL_DOWN`]) after one read the disk. Dropped unfinished (its caller gone), it still ends,
+//! on a thread of its own.
 
 use std::{
     sync::{
@@ -134,28 +135,62 @@ struct Run<'a> {
 impl Run<'_> {
     /// Commits (or rolls back, if `flushed` failed) and answers, then puts the writer back.
     fn finish(&mut self, flushed: &Result<()>) {
-        let Some(mut writer) = self.writer.take() else { return };
-        let (inline, writing) = (self.inline, &*self.inline.writing);
-        if let Some(prepared) = self.prepared.take() {
-            writer.complete(prepared, flushed, writing);
-            writing.metrics.record_inline();
-            writer.after_commit(writing);
-        }
-        let partition = writer.partition.id;
-        writing.slots[partition as usize].put(writer);
-        inline.log.release(inline.hold(partition));
+        let Some(writer) = self.writer.take() else { return };
+        let hold = self.inline.hold(writer.partition.id);
+        finish(&self.inline.writing, &self.inline.log, hold, writer, self.prepared.take(), flushed);
     }
 }
 
+/// Commits `prepared` (or rolls it back, if `flushed` failed) and answers, then puts `writer`
+/// back and releases the log's `hold`.
+fn finish(
+    writing: &Writing,
+    log: &CommitLog,
+    hold: usize,
+    mut writer: PartitionWriter,
+    prepared: Option<Prepared>,
+    flushed: &Result<()>,
+) {
+    if let Some(prepared) = prepared {
+        writer.complete(prepared, flushed, writing);
+        writing.metrics.record_inline();
+        writer.after_commit(writing);
+    }
+    let partition = writer.partition.id;
+    writing.slots[partition as usize].put(writer);
+    log.release(hold);
+}
+
 impl Drop for Run<'_> {
+    /// Its caller stopped awaiting it (an HTTP client gone): it ends on a thread of its own.
+    /// Not on this one: dropped on an async runtime's thread, a wait for the log there could
+    /// hold up what the wait needs (with replicas, the copies' answers come through that
+    /// runtime), and the runtime with it.
     fn drop(&mut self) {
-        if self.writer.is_none() {
-            return;
+        let Some(writer) = self.writer.take() else { return };
+        let prepared = self.prepared.take();
+        let (writing, log) = (Arc::clone(&self.inline.writing), Arc::clone(&self.inline.log));
+        let hold = self.inline.hold(writer.partition.id);
+        let ending = Arc::new(std::sync::Mutex::new(Some(move || {
+            let flushed = match prepared.as_ref().and_then(|p| p.logged) {
+                Some((_, end)) => log.wait_durable(end),
+                None => Ok(()),
+            };
+            finish(&writing, &log, hold, writer, prepared, &flushed);
+        })));
+        let take = |ending: &std::sync::Mutex<Option<_>>| ending.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let theirs = Arc::clone(&ending);
+        let spawned = std::thread::Builder::new().name("shardlite-ending".into()).spawn(move || {
+            if let Some(end) = take(&theirs) {
+                end();
+            }
+        });
+        if let Err(err) = spawned {
+            // No thread to be had: it ends here, as it must (the writer goes back to its slot).
+            tracing::warn!(%err, "ending an abandoned write on the runtime's thread");
+            if let Some(end) = take(&ending) {
+                end();
+            }
         }
-        let flushed = match self.prepared.as_ref().and_then(|p| p.logged) {
-            Some((_, end)) => self.inline.log.wait_durable(end),
-            None => Ok(()),
-        };
-        self.finish(&flushed);
     }
 }
