@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use shardlite_linearizability::{check, History, Input, Output};
+use shardlite_linearizability::{check_with, History, Input, Limits, Output};
 
 use super::{etcd, get_json, key, netns::Net, Nodes};
 use crate::common::{Rng, EXE};
@@ -55,6 +55,33 @@ async fn cluster(net: &Net, bin: &Path, dir: &Path) -> (etcd::Etcd, Nodes) {
         NODES.iter().map(|n| ((*n).to_owned(), format!("{}:8080", net.ip(n)).parse::<SocketAddr>().unwrap())).collect();
     let nodes = Nodes::init_at(&etcd, &NODES, &[], "http", &["--copies", "3", "--acks", "2"], addresses);
     (etcd, nodes)
+}
+
+/// The cluster of [`cluster`] with its nodes started, their URLs, and the keys the clients
+/// share ([`KEYS_PER_PARTITION`] of each partition).
+async fn started(net: &Net, bin: &Path, dir: &Path) -> (etcd::Etcd, Nodes, Vec<String>, Vec<Vec<u8>>) {
+    let (etcd, mut nodes) = cluster(net, bin, dir).await;
+    for id in NODES {
+        nodes.start_through(&etcd, id, dir, &SERVE, || net.command(id, EXE)).await;
+    }
+    let urls = NODES.iter().map(|n| nodes.server(n).url.clone()).collect();
+    let hasher = nodes.hasher;
+    let keys = (0..super::PARTITIONS)
+        .flat_map(|p| (0..).map(key).filter(move |k| hasher.locate(k).partition == p).take(KEYS_PER_PARTITION))
+        .collect();
+    (etcd, nodes, urls, keys)
+}
+
+/// [`CLIENTS`] clients on `keys` through `urls`, recording into `history` until `stop`.
+fn clients(
+    urls: &[String],
+    keys: &[Vec<u8>],
+    history: &History,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<Vec<Seen>>> {
+    (0..CLIENTS)
+        .map(|id| tokio::spawn(client(id, urls.to_vec(), keys.to_vec(), history.clone(), stop.clone())))
+        .collect()
 }
 
 /// What a client saw of one request: through which node, when it was called and answered,
@@ -132,6 +159,12 @@ async fn final_reads(urls: &[String], keys: &[Vec<u8>], history: &History) {
     }
 }
 
+/// The checker's budget for `operations`: 1,000 steps each, at least its default (a 100-fault
+/// run records hundreds of thousands).
+fn budget(operations: &[shardlite_linearizability::Operation]) -> Limits {
+    Limits { max_steps: (operations.len() as u64 * 1000).max(Limits::default().max_steps) }
+}
+
 /// Waits, at most 30 s, until `done` (asked every 100 ms).
 async fn until<F: std::future::Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -147,22 +180,9 @@ fn an_owner_cut_off_from_etcd_and_its_copies_acknowledges_nothing_and_loses_noth
     let Some(net) = Net::create(&MEMBERS) else { return };
     let dir = tempfile::tempdir().unwrap();
     net.run("c", || async {
-        let (_etcd, mut nodes) = cluster(&net, &bin, dir.path()).await;
-        let etcd = &_etcd;
-        for id in NODES {
-            nodes.start_through(etcd, id, dir.path(), &SERVE, || net.command(id, EXE)).await;
-        }
-        let urls: Vec<String> = NODES.iter().map(|n| nodes.server(n).url.clone()).collect();
-        let keys: Vec<Vec<u8>> = (0..super::PARTITIONS)
-            .flat_map(|p| {
-                (0..).map(key).filter(move |k| nodes.hasher.locate(k).partition == p).take(KEYS_PER_PARTITION)
-            })
-            .collect();
-        let history = History::new();
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let clients: Vec<_> = (0..CLIENTS)
-            .map(|id| tokio::spawn(client(id, urls.clone(), keys.clone(), history.clone(), stopped.clone())))
-            .collect();
+        let (_etcd, _nodes, urls, keys) = started(&net, &bin, dir.path()).await;
+        let (history, stop) = (History::new(), tokio::sync::watch::channel(false));
+        let clients = clients(&urls, &keys, &history, &stop.1);
 
         // n1 is cut off from etcd and from n2 and n3; the clients still reach it.
         tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -185,7 +205,7 @@ fn an_owner_cut_off_from_etcd_and_its_copies_acknowledges_nothing_and_loses_noth
         })
         .await;
         tokio::time::sleep(Duration::from_secs(1)).await;
-        stop.send(true).unwrap();
+        stop.0.send(true).unwrap();
         let mut seen = Vec::new();
         for client in clients {
             seen.extend(client.await.unwrap());
@@ -202,7 +222,7 @@ fn an_owner_cut_off_from_etcd_and_its_copies_acknowledges_nothing_and_loses_noth
         let later = seen.iter().filter(|(_, at, _, ok, _)| *ok && *at > failed_over).count();
         assert!(later > 50, "the failed-over partitions serve again: {later} answers after the failover");
         let operations = history.operations();
-        let verdict = check(&operations);
+        let verdict = check_with(&operations, budget(&operations));
         assert!(verdict.is_linearizable(), "{} operations: {verdict}", operations.len());
         let acknowledged = operations.iter().filter(|o| matches!(o.input, Input::Put(_)) && o.ret.is_some()).count();
         println!("{} operations, {acknowledged} acknowledged writes; linearizable", operations.len());
@@ -300,21 +320,9 @@ fn random_faults_under_load_lose_nothing_and_leave_the_copies_identical() {
     println!("{faults} faults of {kinds:?}, seed {seed} (SHARDLITE_TEST_FAULT_SEED={seed} draws them again)");
     let dir = tempfile::tempdir().unwrap();
     net.run("c", || async {
-        let (mut etcd, mut nodes) = cluster(&net, &bin, dir.path()).await;
-        for id in NODES {
-            nodes.start_through(&etcd, id, dir.path(), &SERVE, || net.command(id, EXE)).await;
-        }
-        let urls: Vec<String> = NODES.iter().map(|n| nodes.server(n).url.clone()).collect();
-        let keys: Vec<Vec<u8>> = (0..super::PARTITIONS)
-            .flat_map(|p| {
-                (0..).map(key).filter(move |k| nodes.hasher.locate(k).partition == p).take(KEYS_PER_PARTITION)
-            })
-            .collect();
-        let history = History::new();
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let clients: Vec<_> = (0..CLIENTS)
-            .map(|id| tokio::spawn(client(id, urls.clone(), keys.clone(), history.clone(), stopped.clone())))
-            .collect();
+        let (mut etcd, mut nodes, urls, keys) = started(&net, &bin, dir.path()).await;
+        let (history, stop) = (History::new(), tokio::sync::watch::channel(false));
+        let clients = clients(&urls, &keys, &history, &stop.1);
 
         let mut rng = Rng::new(seed);
         for round in 0..faults {
@@ -345,13 +353,13 @@ fn random_faults_under_load_lose_nothing_and_leave_the_copies_identical() {
             }
             settled(&mut nodes, &urls).await;
         }
-        stop.send(true).unwrap();
+        stop.0.send(true).unwrap();
         for client in clients {
             client.await.unwrap();
         }
         final_reads(&urls, &keys, &history).await;
         let operations = history.operations();
-        let verdict = check(&operations);
+        let verdict = check_with(&operations, budget(&operations));
         assert!(verdict.is_linearizable(), "seed {seed}: {} operations: {verdict}", operations.len());
         println!("{} operations; linearizable", operations.len());
 
