@@ -361,7 +361,8 @@ fn random_faults_under_load_lose_nothing_and_leave_the_copies_identical() {
         let operations = history.operations();
         let verdict = check_with(&operations, budget(&operations));
         assert!(verdict.is_linearizable(), "seed {seed}: {} operations: {verdict}", operations.len());
-        println!("{} operations; linearizable", operations.len());
+        let acknowledged = operations.iter().filter(|o| matches!(o.input, Input::Put(_)) && o.ret.is_some()).count();
+        println!("{} operations, {acknowledged} acknowledged writes; linearizable", operations.len());
 
         // Stopped, every partition's copies are its owner's.
         settled(&mut nodes, &urls).await;
