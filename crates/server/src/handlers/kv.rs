@@ -11,6 +11,7 @@ use crate::http::{
     conditional,
     error::ApiError,
     key::parse_key,
+    read_from,
     response::{self, etag, Response},
     routes::kv_key,
     state::State,
@@ -35,6 +36,7 @@ pub async fn get(state: &State, head: &Parts) -> Result<Response, ApiError> {
 
 /// GET and HEAD.
 async fn read(state: &State, key: Vec<u8>, head: &Parts) -> Result<Response, ApiError> {
+    read_from::parse(&head.headers)?;
     let record = state.backend.get(key).await?;
     let current = record.as_ref().map(|r| r.version);
     if let Some(status) = conditional::for_read(&head.headers, current)? {

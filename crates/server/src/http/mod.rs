@@ -12,6 +12,7 @@
 //! - `body`: request bodies read within a size and a time.
 //! - `key`: keys (and batch values) as lowercase hex.
 //! - `conditional`: `If-Match` and `If-None-Match` against entity tags.
+//! - `read_from`: `Shardlite-Read-From`, who may answer a read (the owner, or a copy).
 //! - `metrics`: what the HTTP layer counts between scrapes.
 //! - `forward`: the client that sends a request on to the node owning its partition.
 //! - `replicator`: the owner's side of replication, each flush's frames sent to the copies.
@@ -24,6 +25,7 @@ pub(crate) mod forward;
 pub(crate) mod key;
 pub(crate) mod metrics;
 pub mod options;
+pub(crate) mod read_from;
 pub(crate) mod replicator;
 pub(crate) mod response;
 pub(crate) mod routes;

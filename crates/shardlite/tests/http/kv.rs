@@ -144,6 +144,13 @@ async fn malformed_conditional_headers_are_400() {
     }
     let resp = server.client.delete(&url).header(header::IF_NONE_MATCH, "*").send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    // Who may answer a read: `owner` or `copy` (a single server is its own owner), nothing else.
+    for (value, status) in
+        [("owner", StatusCode::NOT_FOUND), ("COPY", StatusCode::NOT_FOUND), ("{}", StatusCode::BAD_REQUEST)]
+    {
+        let resp = server.client.get(&url).header("shardlite-read-from", value).send().await.unwrap();
+        assert_eq!(resp.status(), status, "Shardlite-Read-From: {value}");
+    }
 }
 
 /// Found by Schemathesis: `If-Match` and `If-None-Match: *` on one PUT, both well-formed, were

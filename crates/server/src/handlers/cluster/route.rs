@@ -33,6 +33,7 @@ use crate::{
         error::ApiError,
         forward::{FORWARDED_BY, MAP_VERSION},
         key::parse_key,
+        read_from::{self, ReadFrom},
         response::Response,
         routes::{kv_key, Route},
         state::State,
@@ -75,7 +76,7 @@ pub async fn read<F>(
 where
     F: Future<Output = Result<Response, ApiError>>,
 {
-    if accepts_copy(&head.headers) && follows_here(state, cluster, partition) {
+    if read_from::parse(&head.headers)? == ReadFrom::Copy && follows_here(state, cluster, partition) {
         // Node ids are header-safe (the map checks them).
         let here = HeaderValue::from_str(cluster.node()).unwrap_or(HeaderValue::from_static("?"));
         return match serve().await {
@@ -102,15 +103,8 @@ where
     }
 }
 
-/// The request header by which a client accepts a read from a copy: `Shardlite-Read-From: copy`.
-const READ_FROM: HeaderName = HeaderName::from_static("shardlite-read-from");
 /// The answer's header naming the node whose copy answered.
 const COPY: HeaderName = HeaderName::from_static("shardlite-copy");
-
-/// Whether the client accepts a read from a copy (`Shardlite-Read-From: copy`).
-fn accepts_copy(headers: &HeaderMap) -> bool {
-    headers.get(READ_FROM).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"copy"))
-}
 
 /// Whether this node keeps a copy of `partition` that the map names up to date and that follows
 /// its owner's stream: not the owner (its own reads are linearizable), not stale, not waiting
