@@ -83,7 +83,11 @@ fn an_inline_write_dropped_while_it_awaits_its_flush_still_commits() {
         let mut write = pin!(store.write(put));
         let pending = write.as_mut().poll(&mut Context::from_waker(Waker::noop()));
         assert!(pending.is_pending(), "a write answered before any flush: {pending:?}");
-        // Its caller goes away here, mid-flush.
+        // Its caller goes away here, mid-flush: it ends on a thread of its own.
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.stats().writers.inline_commits == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     assert_eq!(store.stats().writers.inline_commits, 1, "the write ran inline and committed");
     assert_eq!(store.get(&key(1)).unwrap().map(|r| r.value), Some(value(1, 0)));
