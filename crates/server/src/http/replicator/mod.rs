@@ -297,7 +297,14 @@ async fn resolve_in_order(
             }
             log.commit = shipment.to;
         }
-        shipment.done(result);
+        match result {
+            Ok(()) => shipment.done(Ok(())),
+            // A refusal waits for its cancels' flush: on a blocking thread, not the runtime's
+            // (awaited, so that the flushes are still resolved in log order).
+            Err(why) => {
+                let _ = tokio::task::spawn_blocking(move || shipment.done(Err(why))).await;
+            }
+        }
     }
 }
 
