@@ -326,11 +326,11 @@ pub fn follows(sources: &Sources, owner: &str, partition: u32) -> bool {
     })
 }
 
-/// Takes `owner`'s frames again after a failover sealed it: it came back, and follows the map
-/// that failover wrote (its copies on this node stand where they stood; a frame that does not
-/// follow them is answered [`Receipt::Behind`], and the owner starts a new stream).
-pub fn unseal(sources: &Sources, owner: &str) {
-    lock(&sources.of(owner)).sealed = false;
+/// Takes `owner`'s frames again if a failover sealed it: it came back (its copies on this node
+/// stand where they stood; a frame that does not follow them is answered [`Receipt::Behind`],
+/// and the owner starts a new stream). Whether it was sealed.
+pub fn unseal(sources: &Sources, owner: &str) -> bool {
+    std::mem::replace(&mut lock(&sources.of(owner)).sealed, false)
 }
 
 /// The transactions of `partition` this node holds from `owner`'s log at or after `after`, as a

@@ -55,9 +55,9 @@ impl Store {
         replication::follows(&self.sources, owner, partition)
     }
 
-    /// Takes `owner`'s frames again after a failover sealed it (it came back).
-    pub fn unseal(&self, owner: &str) {
-        replication::unseal(&self.sources, owner);
+    /// Takes `owner`'s frames again if a failover sealed it (it came back): whether it was.
+    pub fn unseal(&self, owner: &str) -> bool {
+        replication::unseal(&self.sources, owner)
     }
 
     /// What a copy of `partition` at `after` in `owner`'s log lacks, from this node's copy.

@@ -266,8 +266,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         false
     }
 
-    /// Takes `owner`'s frames again after a failover sealed it: it came back.
-    fn unseal(&self, owner: String) -> BackendResult<()> {
+    /// Takes `owner`'s frames again if a failover sealed it (it came back): whether it was.
+    fn unseal(&self, owner: String) -> BackendResult<bool> {
         let _ = owner;
         Err(self.no_replicas())
     }

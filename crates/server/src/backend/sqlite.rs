@@ -201,9 +201,8 @@ impl Backend for SqliteBackend {
         self.store.copy_follows(owner, partition)
     }
 
-    fn unseal(&self, owner: String) -> BackendResult<()> {
-        self.store.unseal(&owner);
-        Ok(())
+    fn unseal(&self, owner: String) -> BackendResult<bool> {
+        Ok(self.store.unseal(&owner))
     }
 
     fn tail(&self, owner: String, partition: u32, after: u64) -> BoxFuture<'_, BackendResult<Bytes>> {

@@ -107,7 +107,7 @@ impl Backend for Starting {
         self.opened().is_ok_and(|b| b.copy_follows(owner, partition))
     }
 
-    fn unseal(&self, owner: String) -> BackendResult<()> {
+    fn unseal(&self, owner: String) -> BackendResult<bool> {
         self.opened()?.unseal(owner)
     }
 

@@ -3,8 +3,7 @@
 //! link (sending, retrying, behind), the log position it holds, what waits for it and since
 //! when, and the copies being brought up to date from snapshots. The replicator
 //! (`crate::http::replicator`) writes it; `/stats`, `/metrics`, `/readyz` and `cluster status`
-//! read its [`ReplicationReport`]. As a copy: the owners a failover sealed here, so that one that
-//! comes back is heard again.
+//! read its [`ReplicationReport`].
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -34,12 +33,10 @@ struct Inner {
     links: BTreeMap<String, Link>,
     /// The copies `(node, partition)` being brought up to date from a snapshot.
     resyncing: BTreeSet<(String, u32)>,
-    /// The owners a failover sealed here.
-    sealed: BTreeSet<String>,
 }
 
 /// One copy node's link as the owner sees it.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Link {
     state: LinkState,
     held: u64,
@@ -51,10 +48,11 @@ struct Link {
 }
 
 /// What a link is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LinkState {
     /// Its last frame was held.
+    #[default]
     Streaming,
     /// Its last send failed (unreachable, or no answer): tried again.
     Retrying,
@@ -111,6 +109,17 @@ pub struct CopyReport {
     pub last_error: Option<String>,
     /// Its copies of this node's partitions being brought up to date from snapshots.
     pub resyncing: Vec<u32>,
+}
+
+impl LinkState {
+    /// Its name, as `/stats` and `cluster status` show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkState::Streaming => "streaming",
+            LinkState::Retrying => "retrying",
+            LinkState::Behind => "behind",
+        }
+    }
 }
 
 impl Replication {
@@ -196,16 +205,6 @@ impl Replication {
         self.inner().resyncing.remove(&(node.to_owned(), partition));
     }
 
-    /// A failover sealed `owner` here.
-    pub fn sealed(&self, owner: &str) {
-        self.inner().sealed.insert(owner.to_owned());
-    }
-
-    /// Forgets that `owner` was sealed here: whether it was.
-    pub fn unseals(&self, owner: &str) -> bool {
-        self.inner().sealed.remove(owner)
-    }
-
     /// The report, for node `me` under `map`.
     pub fn report(&self, map: &ClusterMap, me: &str) -> ReplicationReport {
         let inner = self.inner();
@@ -229,14 +228,7 @@ impl Replication {
 
 impl Inner {
     fn link(&mut self, node: &str) -> &mut Link {
-        self.links.entry(node.to_owned()).or_insert(Link {
-            state: LinkState::Streaming,
-            held: 0,
-            waiting_since: None,
-            frames_held: 0,
-            sends_failed: 0,
-            last_error: None,
-        })
+        self.links.entry(node.to_owned()).or_default()
     }
 
     fn copy_report(&self, node: &str, link: &Link) -> CopyReport {
@@ -297,6 +289,13 @@ mod tests {
     fn map() -> ClusterMap {
         let ids: Vec<String> = ["a", "b", "c"].map(String::from).into();
         ClusterMap::spread(6, 7, &ids).unwrap().with_copies(&ids, 3, 2).unwrap()
+    }
+
+    #[test]
+    fn a_link_state_prints_as_its_json_says() {
+        for state in [LinkState::Streaming, LinkState::Retrying, LinkState::Behind] {
+            assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+        }
     }
 
     #[test]

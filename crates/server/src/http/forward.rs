@@ -35,6 +35,11 @@ pub const FORWARDED_BY: HeaderName = HeaderName::from_static("shardlite-forwarde
 /// request.
 pub const MAP_VERSION: HeaderName = HeaderName::from_static("shardlite-map-version");
 
+/// The map version a forwarding node sent in `headers` ([`MAP_VERSION`]), if any.
+pub fn map_version(headers: &hyper::HeaderMap) -> Option<u64> {
+    headers.get(MAP_VERSION).and_then(|v| v.to_str().ok()?.parse().ok())
+}
+
 /// How long connecting to an owner may take before the request fails with 503.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Chunks of a streamed answer buffered between the owner and the client.

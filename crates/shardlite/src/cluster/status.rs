@@ -139,8 +139,7 @@ fn render(status: &Status) -> String {
 fn replication_lines(id: &str, report: &ReplicationReport) -> String {
     let mut out = String::new();
     for copy in &report.copies {
-        let state =
-            serde_json::to_value(copy.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let state = copy.state.as_str();
         let resyncing = match copy.resyncing.is_empty() {
             true => String::new(),
             false => format!("; from snapshots: {}", ranges(&copy.resyncing)),

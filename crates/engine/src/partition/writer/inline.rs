@@ -171,26 +171,34 @@ impl Drop for Run<'_> {
         let prepared = self.prepared.take();
         let (writing, log) = (Arc::clone(&self.inline.writing), Arc::clone(&self.inline.log));
         let hold = self.inline.hold(writer.partition.id);
-        let ending = Arc::new(std::sync::Mutex::new(Some(move || {
+        let ending = move || {
             let flushed = match prepared.as_ref().and_then(|p| p.logged) {
                 Some((_, end)) => log.wait_durable(end),
                 None => Ok(()),
             };
             finish(&writing, &log, hold, writer, prepared, &flushed);
-        })));
-        let take = |ending: &std::sync::Mutex<Option<_>>| ending.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let theirs = Arc::clone(&ending);
-        let spawned = std::thread::Builder::new().name("shardlite-ending".into()).spawn(move || {
-            if let Some(end) = take(&theirs) {
-                end();
-            }
-        });
-        if let Err(err) = spawned {
-            // No thread to be had: it ends here, as it must (the writer goes back to its slot).
-            tracing::warn!(%err, "ending an abandoned write on the runtime's thread");
-            if let Some(end) = take(&ending) {
-                end();
-            }
+        };
+        on_own_thread(ending);
+    }
+}
+
+/// Runs `end` on a thread of its own; here if none can be had (it must run: the writer goes back
+/// to its slot). Handed over once the thread runs, so that it is still here then.
+fn on_own_thread<F: FnOnce() + Send + 'static>(end: F) {
+    let (hand, taken) = std::sync::mpsc::channel::<F>();
+    let spawned = std::thread::Builder::new().name("shardlite-ending".into()).spawn(move || {
+        if let Ok(end) = taken.recv() {
+            end();
         }
+    });
+    let refused = match spawned {
+        Ok(_) => hand.send(end).err().map(|std::sync::mpsc::SendError(end)| end),
+        Err(err) => {
+            tracing::warn!(%err, "ending an abandoned write on the runtime's thread");
+            Some(end)
+        }
+    };
+    if let Some(end) = refused {
+        end();
     }
 }

@@ -21,12 +21,10 @@
 //! The failover (`shardlite cluster failover`) seals every live copy, makes the most advanced one
 //! owner (`POST /admin/takeover`), and brings the others up to it with its tail.
 
-use std::time::Duration;
-
 use http_body_util::BodyExt;
 use hyper::{
     body::Incoming,
-    header::{HeaderMap, HeaderName, HeaderValue},
+    header::{HeaderName, HeaderValue},
     Method, Request, StatusCode,
 };
 use serde::Serialize;
@@ -42,7 +40,7 @@ use crate::{
     http::{
         body::{self, Limit},
         error::ApiError,
-        forward::MAP_VERSION,
+        forward,
         response::{self, Response, OCTET_STREAM},
         state::State,
     },
@@ -73,12 +71,11 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
     let part = param(&query, "part").ok();
     match (req.method(), part.as_deref()) {
         (&Method::POST, None) => {
-            let theirs = map_version(req.headers());
+            let theirs = forward::map_version(req.headers());
             receive(state, cluster, &from, theirs, req.into_body()).await
         }
         (&Method::POST, Some("seal")) => {
             refuse_unless_dead(cluster, &from)?;
-            cluster.replication().sealed(&from);
             let sealed = state.backend.seal(from).await?;
             json(&json!({ "position": sealed.position, "awaiting": sealed.awaiting }))
         }
@@ -113,18 +110,11 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
     }
 }
 
-/// How long a frame sent under a newer map than this node's waits for it.
-const MAP_CATCH_UP: Duration = Duration::from_secs(2);
-
-/// The map version the sender was at, from its request's header.
-fn map_version(headers: &HeaderMap) -> u64 {
-    headers.get(MAP_VERSION).and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0)
-}
-
 /// A frame of `from`'s writes, sent under map version `theirs`: 200 once durable here, or 409
-/// `copy_behind`. A frame sent under a newer map waits for it here (at most
-/// [`MAP_CATCH_UP`]); one holding a write of a partition `from` does not own in this node's map
-/// is refused (an owner cut off by a failover, not yet aware of it). An owner a failover sealed
+/// `copy_behind`. Sent under a newer map than this node's, it has waited for that map as every
+/// forwarded request does (`super::route::catch_up`); one holding a write of a partition `from`
+/// does not own in this node's map is refused (an owner cut off by a failover, not yet aware of
+/// it). An owner a failover sealed
 /// here (dead, then) is heard again once it is alive in this node's view: it registered again.
 /// That is safe: the failover's etcd transaction fails if the owner registered before it (it
 /// stays the owner, and the copies may hold its writes), and a map the failover did change
@@ -134,14 +124,11 @@ async fn receive(
     state: &State,
     cluster: &Cluster,
     from: &str,
-    theirs: u64,
+    theirs: Option<u64>,
     body: Incoming,
 ) -> Result<Response, ApiError> {
     let bytes = read_frame(state, body).await?;
     let frame = Frame::decode(&bytes).map_err(|e| bad_query(e.to_string()))?;
-    if theirs > cluster.view().map.version {
-        cluster.await_version(theirs, MAP_CATCH_UP).await;
-    }
     let view = cluster.view();
     let foreign = frame.txs.iter().filter_map(|(lsn, body)| Raw { lsn: *lsn, body }.partition());
     if let Some(p) = foreign.into_iter().find(|&p| view.map.owners.get(p as usize).is_none_or(|o| o != from)) {
@@ -149,14 +136,14 @@ async fn receive(
             StatusCode::CONFLICT,
             "copy_behind",
             format!(
-                "partition {p} is not node `{from}`'s in this node's map (version {}; the frame's {theirs})",
-                view.map.version
+                "partition {p} is not node `{from}`'s in this node's map (version {}; the frame's {})",
+                view.map.version,
+                theirs.map_or("not said".to_owned(), |v| v.to_string())
             ),
         ));
     }
-    if view.alive.contains(from) && cluster.replication().unseals(from) {
+    if view.alive.contains(from) && state.backend.unseal(from.to_owned())? {
         tracing::info!(owner = from, map_version = view.map.version, "an owner sealed by a failover is heard again");
-        state.backend.unseal(from.to_owned())?;
     }
     match state.backend.receive(from.to_owned(), frame).await? {
         Receipt::Held { position } => json(&Position { position: Some(position) }),

@@ -31,7 +31,7 @@ use crate::{
     http::{
         body::{self, Limit},
         error::ApiError,
-        forward::{FORWARDED_BY, MAP_VERSION},
+        forward::{self, FORWARDED_BY},
         key::parse_key,
         read_from::{self, ReadFrom},
         response::Response,
@@ -179,8 +179,7 @@ const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
 /// [`CATCH_UP`], for that map, so that the request is placed by it rather than bounced back
 /// with 421.
 pub async fn catch_up(cluster: &Cluster, headers: &HeaderMap) {
-    let theirs = headers.get(MAP_VERSION).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if let Some(theirs) = theirs.filter(|_| headers.contains_key(FORWARDED_BY)) {
+    if let Some(theirs) = forward::map_version(headers).filter(|_| headers.contains_key(FORWARDED_BY)) {
         cluster.await_version(theirs, CATCH_UP).await;
     }
 }

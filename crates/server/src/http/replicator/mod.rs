@@ -99,9 +99,9 @@ impl Replicator {
         let (flushes, shipments) = mpsc::unbounded_channel();
         let (resolve, in_flight) = mpsc::unbounded_channel();
         let state = Arc::clone(cluster.replication());
-        let shared = Arc::new(Shared { cluster, backend, client, token, log: Mutex::default(), state });
+        let shared = Arc::new(Shared { cluster, backend, client, token, log: Mutex::default(), state, policy });
         tokio::spawn(dispatch(Arc::clone(&shared), shipments, resolve));
-        tokio::spawn(resolve_in_order(shared, in_flight, policy));
+        tokio::spawn(resolve_in_order(shared, in_flight));
         Arc::new(Self { flushes })
     }
 }
@@ -129,6 +129,7 @@ struct Shared {
     /// brought up to date from a snapshot: they get the partition's transactions but count for
     /// no write until the snapshot is in.
     state: Arc<Replication>,
+    policy: ReplicationPolicy,
 }
 
 /// How far this node's log is committed, and the ranges refused lately.
@@ -143,7 +144,8 @@ struct InFlight {
     shipment: Shipment,
     /// For each set of replicas some partition of the flush has: how many must acknowledge.
     needs: Vec<(Vec<String>, usize)>,
-    /// The copy nodes whose links were not streaming when it was sent.
+    /// Degrading to asynchronous: the copy nodes whose links were not streaming when it was
+    /// sent (else none).
     down: Vec<String>,
     /// Each node's answer to its frame, as they come.
     answers: mpsc::UnboundedReceiver<Answer>,
@@ -184,7 +186,7 @@ async fn dispatch(
             link.send(frame, reply.clone());
         }
         drop(reply);
-        let down = shared.state.not_streaming();
+        let down = if shared.policy.degrade_to_async { shared.state.not_streaming() } else { Vec::new() };
         if resolve.send(InFlight { shipment, needs, down, answers }).is_err() {
             return;
         }
@@ -260,16 +262,12 @@ fn committed(shared: &Shared) -> (u64, Vec<(u64, u64)>) {
 }
 
 /// Answers each flush's writers in log order: once every partition it touched has enough
-/// acknowledgements, or refused when the `policy`'s timeout passes first. Degrading to
+/// acknowledgements, or refused when the policy's timeout passes first. Degrading to
 /// asynchronous, a flush that too few copies held is acknowledged instead, at once if the
 /// links to the copies it needs were down when it was sent.
-async fn resolve_in_order(
-    shared: Arc<Shared>,
-    mut in_flight: mpsc::UnboundedReceiver<InFlight>,
-    policy: ReplicationPolicy,
-) {
+async fn resolve_in_order(shared: Arc<Shared>, mut in_flight: mpsc::UnboundedReceiver<InFlight>) {
+    let policy = shared.policy;
     while let Some(InFlight { shipment, needs, down, answers }) = in_flight.recv().await {
-        let down = if policy.degrade_to_async { down } else { Vec::new() };
         let outcome = tokio::time::timeout(policy.timeout, enough(&needs, &down, answers)).await;
         let result = match outcome {
             Ok(Ok(())) => Ok(()),
