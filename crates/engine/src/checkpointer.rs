@@ -2,8 +2,8 @@
 //!
 //! After a commit the writer only notes that its partition's WAL passed the threshold
 //! ([`Checkpoints::want`]); this thread runs a `PASSIVE` checkpoint beside it, on a connection of
-//! its own. When that leaves frames behind (the writer appended meanwhile), the writer finishes it
-//! between two transactions ([`Checkpoints::finish`]), so the WAL can start over. A failed
+//! its own. The writer then finishes it between two transactions ([`Checkpoints::finish`]),
+//! copying what it appended meanwhile, so the WAL can start over. A failed
 //! checkpoint poisons its partition.
 //!
 //! - With Litestream, which checkpoints itself, ours are only a backstop past
@@ -77,6 +77,7 @@ impl Checkpoints {
         if !partition.checkpoint_unfinished.swap(false, Ordering::AcqRel) {
             return;
         }
+        partition.readers.end_idle_reads();
         match sql::checkpoint_passive(conn) {
             Ok(true) => {}
             Ok(false) => {
@@ -112,11 +113,17 @@ fn checkpoint(partition: &Partition, config: &Config) {
         return;
     }
     let started = Instant::now();
+    partition.readers.end_idle_reads();
     let done = sql::open_checkpointer(&partition.db_path, config).and_then(|conn| sql::checkpoint_passive(&conn));
     match done {
         Ok(complete) => {
             partition.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-            partition.checkpoint_unfinished.store(!complete && !config.litestream, Ordering::Release);
+            // Finished by the writer even when it copied every frame: a write transaction that
+            // began while it ran appends after it and keeps the WAL from starting over, so
+            // under back-to-back writes the WAL grew for ever (14 MB where the bound is 64 KiB).
+            // The writer's checkpoint copies what was appended meanwhile, if anything (no sync
+            // when nothing), and its next transaction starts the WAL over.
+            partition.checkpoint_unfinished.store(!config.litestream, Ordering::Release);
             let us = started.elapsed().as_micros() as u64;
             tracing::debug!(partition = partition.id, complete, us, "checkpoint");
         }
@@ -173,6 +180,7 @@ impl IdleWals {
             if !idle || !std::fs::metadata(&partition.wal_path).is_ok_and(|m| m.len() > 0) {
                 continue;
             }
+            partition.readers.end_idle_reads();
             let emptied = sql::open_checkpointer(&partition.db_path, config)
                 .and_then(|conn| sql::checkpoint_at_close(&conn, true, IDLE_WAIT));
             match emptied {

@@ -22,7 +22,11 @@ fn config() -> Config {
 /// Writes keys 0..N into a new store at `live`, copies the directory (the store still open,
 /// nothing in flight: as a crash leaves it) to `copy`, then closes the live store.
 fn crashed_copy(live: &Path, copy: &Path) {
-    let store = Store::create(live, common::partitions(2), config()).unwrap();
+    crashed_copy_with(live, copy, config());
+}
+
+fn crashed_copy_with(live: &Path, copy: &Path, config: Config) {
+    let store = Store::create(live, common::partitions(2), config).unwrap();
     for i in 0..N {
         store.put(&key(i), value(i, 0), Condition::None).unwrap();
     }
@@ -45,21 +49,36 @@ fn a_crashed_directory_with_its_logs_recovers_every_commit() {
     }
 }
 
+/// With Litestream beside it, SQLite keeps the wal-index in a `-shm` file (another process
+/// shares it), which says how much was lost; otherwise it lives in the process's memory
+/// (`partition::sql`'s in-process locks) and an unclean close is all there is to go by.
 #[test]
 fn a_missing_log_is_refused_whether_or_not_the_wal_index_survived() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("copy");
-    crashed_copy(&dir.path().join("live"), &copy);
+    let config = Config { litestream: true, ..config() };
+    crashed_copy_with(&dir.path().join("live"), &copy, config.clone());
     std::fs::remove_file(copy.join("p0000.db-wal")).unwrap();
-    let message = wal_missing(Store::open(&copy, config()).unwrap_err());
+    let message = wal_missing(Store::open(&copy, config.clone()).unwrap_err());
     assert!(message.contains("p0000.db-wal") && message.contains("commits are lost"), "{message}");
     assert!(message.contains("accept-wal-loss"), "says what to do: {message}");
 
     std::fs::remove_file(copy.join("p0000.db-shm")).unwrap();
-    let message = wal_missing(Store::open(&copy, config()).unwrap_err());
+    let message = wal_missing(Store::open(&copy, config.clone()).unwrap_err());
     assert!(message.contains("did not close") && message.contains("may be lost"), "{message}");
     // Refusing changed nothing: the next open is refused the same way.
-    wal_missing(Store::open(&copy, config()).unwrap_err());
+    wal_missing(Store::open(&copy, config).unwrap_err());
+}
+
+#[test]
+fn without_a_wal_index_file_a_missing_log_after_an_unclean_close_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy");
+    crashed_copy(&dir.path().join("live"), &copy);
+    assert!(!copy.join("p0000.db-shm").exists(), "the wal-index is in the process's memory");
+    std::fs::remove_file(copy.join("p0000.db-wal")).unwrap();
+    let message = wal_missing(Store::open(&copy, config()).unwrap_err());
+    assert!(message.contains("did not close") && message.contains("may be lost"), "{message}");
 }
 
 #[test]

@@ -173,13 +173,14 @@ impl Partition {
         let db_path = layout.db(id);
         let mut conn = sql::open_writer(&db_path, config, manifest.index)?;
         let wal_pages = Arc::new(AtomicU32::new(0));
-        if config.journal == crate::JournalMode::Wal {
-            sql::watch_wal(&mut conn, Arc::clone(&wal_pages))?;
+        let commits = (config.journal == crate::JournalMode::Wal).then(|| Arc::new(AtomicU64::new(0)));
+        if let Some(commits) = &commits {
+            sql::watch_wal(&mut conn, Arc::clone(&wal_pages), Arc::clone(commits))?;
         }
         let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, id, config, manifest, log)?;
         let partition = std::sync::Arc::new(Self {
             id,
-            readers: ReadPool::new(db_path.clone(), config),
+            readers: ReadPool::new(db_path.clone(), config, commits),
             db_path,
             wal_path: layout.wal(id),
             mode: manifest.index,
@@ -215,7 +216,7 @@ impl Partition {
                 if ids.is_empty() {
                     return Ok(None);
                 }
-                self.readers.with(|conn| {
+                self.readers.lookup(|conn| {
                     for id in ids {
                         if let Some(row) = sql::row_by_id(conn, id)? {
                             if row.key == key {
@@ -227,7 +228,7 @@ impl Partition {
                 })
             }
             (IndexMode::Sqlite, _) => {
-                self.readers.with(|conn| Ok(sql::row_by_key(conn, key)?.map(|(id, row)| self.record(id, row))))
+                self.readers.lookup(|conn| Ok(sql::row_by_key(conn, key)?.map(|(id, row)| self.record(id, row))))
             }
             _ => Err(Error::Unsupported { operation: "get" }),
         }

@@ -6,7 +6,9 @@
 //! WAL mode. Missing, it says:
 //! - lost, if the `-shm` wal-index of a session that did not close says frames were committed
 //!   that never reached the database (`mxFrame` > `nBackfill`);
-//! - maybe lost, with no readable `-shm`, if the directory was not closed cleanly;
+//! - maybe lost, with no readable `-shm`, if the directory was not closed cleanly (the `-shm`
+//!   file exists only with Litestream: otherwise SQLite keeps the wal-index in the process's
+//!   memory, `super::sql`'s in-process locks);
 //! - nothing, after a clean close, or while an interrupted import was building the partition anew.
 //!
 //! A loss is refused with [`Error::WalMissing`] unless `accept_wal_loss` accepts it (then logged).
