@@ -234,6 +234,13 @@ pub struct Config {
     // what keeps the device's queue full (`crate::lookups`; docs/decisions/cold-reads.md).
     #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub lookup_threads: usize,
+    /// A read that missed the record cache runs on its caller's thread, rather than a lookup
+    /// thread, while few reads take longer than this, µs; 0: never (every such read goes to a
+    /// lookup thread, and the writers always warm their rounds' records).
+    // A read from the page cache takes a few µs, one from flash at least about 50 (NVMe:
+    // 70-100); `crate::inline_reads` has the rule.
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
+    pub inline_read_us: u64,
     /// RAM for recently read records, MiB (at most: the memory budget may give less); 0: no
     /// cache.
     // A read of a cached key is answered on the caller's thread without touching SQLite
@@ -293,6 +300,7 @@ impl Default for Config {
             max_batch: 1024,
             max_linger_us: 0,
             lookup_threads: 0,
+            inline_read_us: 50,
             record_cache_mib: 64,
             readers_per_partition: 2,
             checkpoint_pages: 1000,

@@ -48,6 +48,7 @@ pub mod error;
 pub mod import;
 mod import_runs;
 pub mod index;
+pub(crate) mod inline_reads;
 pub mod keyhash;
 pub mod layout;
 pub mod lookups;

@@ -309,6 +309,30 @@ fn async_callers_await_commits() {
     assert!(matches!(&results[0], Ok(Outcome::Found(Some(r))) if r.version.counter == 1));
 }
 
+/// Reads of data in memory run on their caller's thread: no lookup thread in between.
+#[test]
+fn reads_of_data_in_memory_run_on_the_callers_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { record_cache_mib: 0, ..small_config() };
+    let store = Store::create(dir.path(), small_dir(IndexMode::Hash), config).unwrap();
+    for i in 0..50 {
+        store.put(&key(i), value(i, 0), Condition::None).unwrap();
+    }
+    // The first reads of a partition open its connections and take long: they send reads to
+    // the lookup threads until enough fast ones have been counted.
+    for _ in 0..200 {
+        let before = store.stats().inline_reads;
+        for i in 0..50 {
+            let pending = store.submit_get(key(i)).unwrap();
+            assert_eq!(pending.wait().unwrap().unwrap().value, value(i, 0), "key {i}");
+        }
+        if store.stats().inline_reads > before {
+            return;
+        }
+    }
+    panic!("10,000 reads of 50 records in memory, and none ran on the caller's thread");
+}
+
 /// A minimal executor: polls the future, parking the thread until its waker fires.
 fn block_on<F: std::future::Future>(fut: F) -> F::Output {
     use std::task::{Context, Poll, Wake, Waker};

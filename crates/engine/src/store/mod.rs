@@ -31,6 +31,7 @@ use std::{
     path::Path,
     sync::{Arc, Mutex, RwLock},
     thread::JoinHandle,
+    time::Instant,
 };
 
 use crossbeam_channel::{Sender, TrySendError};
@@ -42,6 +43,7 @@ use crate::{
     config::{IndexMode, JournalMode, Synchronous},
     dirlock::DirLock,
     index::IndexPages,
+    inline_reads::InlineReads,
     keyhash::{KeyHash, KeyHasher},
     layout::Layout,
     lookups::LookupQueue,
@@ -101,6 +103,9 @@ struct Shared {
     cache: Option<Arc<RecordCache>>,
     /// One queue per writer thread; emptied by `close`, which is how writers learn to stop.
     writers: RwLock<Vec<Sender<Job>>>,
+    /// Whether reads run on their caller's thread, from how long reads take (the lookup
+    /// queue's too: it warms nothing while they do).
+    inline_reads: Arc<InlineReads>,
 }
 
 impl Shared {
@@ -115,14 +120,42 @@ impl Shared {
 
     /// Reads a record from SQLite and caches it (the cache missed).
     fn read_through(&self, key: &[u8]) -> Result<Option<Record>> {
+        self.read_through_with(key, |at| self.read(key, at))
+    }
+
+    /// Reads a record from SQLite on the caller's thread, which must not wait for a writer,
+    /// and caches it; `None` where a damaged index page needs its writer to rebuild it (then
+    /// the lookup threads read the key).
+    fn read_inline(&self, key: &[u8]) -> Option<Result<Option<Record>>> {
+        let found = self.read_through_with(key, |at| self.timed(key, at, true));
+        match found {
+            Err(Error::Corrupt { .. }) => None,
+            other => Some(other),
+        }
+    }
+
+    /// Reads a record with `read` and caches it.
+    fn read_through_with(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(KeyHash) -> Result<Option<Record>>,
+    ) -> Result<Option<Record>> {
         let at = self.hasher.locate(key);
-        let Some(cache) = &self.cache else { return self.read(key, at) };
+        let Some(cache) = &self.cache else { return read(at) };
         let generation = cache.generation(at.partition);
-        let found = self.read(key, at)?;
+        let found = read(at)?;
         if let Some(record) = &found {
             cache.fill(at.partition, generation, key, record);
         }
         Ok(found)
+    }
+
+    /// Reads a record from SQLite, timed for [`InlineReads`].
+    fn timed(&self, key: &[u8], at: KeyHash, inline: bool) -> Result<Option<Record>> {
+        let started = Instant::now();
+        let found = self.partitions[at.partition as usize].get(key, at.fingerprint);
+        self.inline_reads.record(started.elapsed(), inline);
+        found
     }
 
     /// The cached record of `key`, if the cache holds it.
@@ -133,7 +166,7 @@ impl Shared {
     /// Reads a record from SQLite; a damaged index page is rebuilt and the read retried.
     fn read(&self, key: &[u8], at: KeyHash) -> Result<Option<Record>> {
         let partition = &self.partitions[at.partition as usize];
-        match partition.get(key, at.fingerprint) {
+        match self.timed(key, at, false) {
             Err(Error::Corrupt { .. }) => {
                 self.control(at.partition, |reply| Job::Rebuild { partition: at.partition, reply })??;
                 partition.get(key, at.fingerprint)
@@ -276,6 +309,11 @@ impl Store {
         self.validate(&Op::Get { key: Vec::new() }, &key)?;
         if let Some(record) = self.shared.cached(&key) {
             return Ok(PendingGet(Reply::Ready(Ok(Some(record)))));
+        }
+        if self.shared.inline_reads.allowed() {
+            if let Some(answer) = self.shared.read_inline(&key) {
+                return Ok(PendingGet(Reply::Ready(answer)));
+            }
         }
         // Hashed here only for the error; the lookup thread hashes the key it reads.
         let rx = self.lookups.submit(key, |key| self.partition_of(key))?;

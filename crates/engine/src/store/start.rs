@@ -15,6 +15,7 @@ use crate::{
     commitlog::CommitLog,
     dirlock::Shown,
     index::IndexPages,
+    inline_reads::InlineReads,
     layout::Layout,
     lookups::{self, LookupQueue},
     maintenance,
@@ -52,7 +53,8 @@ impl Store {
         let (partitions, slots, owned) = place(parts, &manifest, threads);
         let (writing, maintenance_jobs, checkpoint_jobs) = writing(slots, &log, &config, manifest.partitions);
         // Before the writers, which queue warming reads in it; its threads start last.
-        let lookups = LookupQueue::new(config.queue_capacity);
+        let reads = Arc::new(InlineReads::new(std::time::Duration::from_micros(config.inline_read_us)));
+        let lookups = LookupQueue::new(config.queue_capacity, Arc::clone(&reads));
         let (senders, writer_threads) = start_writers(owned, &writing, &lookups)?;
         let checkpointer = start_checkpointer(checkpoint_jobs, &partitions, &config)?;
         // After the writers: it holds their queues.
@@ -68,6 +70,7 @@ impl Store {
             partitions,
             cache: writing.cache.clone(),
             writers: RwLock::new(senders),
+            inline_reads: reads,
         });
         start_lookups(&lookups, &shared, config.lookup_threads)?;
         let records: u64 = shared.partitions.iter().map(|p| p.counters.records.load(Ordering::Relaxed)).sum();

@@ -57,6 +57,7 @@ impl Store {
             memory,
             log: self.log.as_ref().map(|log| log.stats()),
             lookup_queue_depth,
+            inline_reads: self.shared.inline_reads.count(),
             record_cache,
             data_dir: self.layout.dir().display().to_string(),
             manifest: self.manifest.clone(),
@@ -111,6 +112,10 @@ pub struct StoreStats {
     pub queue_depths: Vec<usize>,
     /// Reads waiting for the lookup threads.
     pub lookup_queue_depth: usize,
+    /// Reads that missed the record cache and ran on their caller's thread rather than a
+    /// lookup thread, since start (`crate::inline_reads`).
+    #[serde(default)]
+    pub inline_reads: u64,
     /// The record cache's hits, misses and size (`None`: no cache).
     pub record_cache: Option<CacheStats>,
     /// Commit counters and the requests-per-commit histogram.

@@ -214,6 +214,11 @@ fn encode_sqlite(figures: &SqliteFigures, enc: &mut DescriptorEncoder) -> Result
             "Write jobs waiting in the writer threads' queues",
             stats.queue_depths.iter().sum::<usize>() as u64,
         ),
+        Counter(
+            "shardlite_reads_inline",
+            "Reads that missed the record cache and ran on the request's own thread, not a lookup thread",
+            stats.inline_reads,
+        ),
     ];
     if let Some(cache) = &stats.record_cache {
         metrics.extend([
