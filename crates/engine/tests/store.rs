@@ -333,6 +333,24 @@ fn reads_of_data_in_memory_run_on_the_callers_thread() {
     panic!("10,000 reads of 50 records in memory, and none ran on the caller's thread");
 }
 
+/// A lookup keeps its read transaction open between lookups, so that a checkpoint of another
+/// process's (Litestream's, which knows nothing of ours) would wait for it: with `litestream`
+/// none is kept, and such a checkpoint finds no reader in its way.
+#[test]
+fn beside_litestream_no_lookup_keeps_a_read_transaction() {
+    for litestream in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config { record_cache_mib: 0, litestream, ..small_config() };
+        let store = Store::create(dir.path(), partitions(1), config).unwrap();
+        store.put(&key(1), value(1, 0), Condition::None).unwrap();
+        assert!(store.get(&key(1)).unwrap().is_some());
+        store.put(&key(2), value(2, 0), Condition::None).unwrap();
+        let other = rusqlite::Connection::open(dir.path().join("p0000.db")).unwrap();
+        let busy: i64 = other.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0)).unwrap();
+        assert_eq!(busy == 1, !litestream, "litestream {litestream}: a lookup's read transaction held the WAL");
+    }
+}
+
 /// A minimal executor: polls the future, parking the thread until its waker fires.
 fn block_on<F: std::future::Future>(fut: F) -> F::Output {
     use std::task::{Context, Poll, Wake, Waker};

@@ -180,7 +180,9 @@ impl Partition {
         let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, id, config, manifest, log)?;
         let partition = std::sync::Arc::new(Self {
             id,
-            readers: ReadPool::new(db_path.clone(), config, commits),
+            // With Litestream no read transaction is kept: its checkpoints, which know nothing of
+            // ours, would wait for one (`ReadPool`).
+            readers: ReadPool::new(db_path.clone(), config, commits.filter(|_| !config.litestream)),
             db_path,
             wal_path: layout.wal(id),
             mode: manifest.index,

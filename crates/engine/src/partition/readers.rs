@@ -12,7 +12,8 @@
 //! commit that came before it, as a new transaction would. An open read transaction keeps a
 //! checkpoint from copying the frames committed after it began, and the WAL from starting over,
 //! so a checkpoint first ends those of the connections not in use and has the others end theirs
-//! at their next lookup ([`ReadPool::end_idle_reads`]).
+//! at their next lookup ([`ReadPool::end_idle_reads`]). Not with Litestream, whose own
+//! checkpoints know nothing of this and would wait for such transactions; nor outside WAL mode.
 
 use std::{
     path::PathBuf,
