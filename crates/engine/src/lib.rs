@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Threads: `writer_threads` writers, one checkpointer, one maintenance thread, `lookup_threads`
-//! lookups and, for inline writes, the commit log's flusher; callers' own threads for `get`.
+//! lookups and, for inline writes, the commit log's flusher; callers' own threads for `get`, and
+//! for `submit_get` while reads find their pages in memory.
 //!
 //! # Layout
 //!
@@ -21,6 +22,7 @@
 //! - [`index`]: the compact hash index (fingerprint -> record ids) and its file format
 //! - [`cache`]: recently read records, kept in RAM and never stale
 //! - [`lookups`]: the lookup threads: `submit_get`'s reads and the writers' warming reads
+//! - `inline_reads`: whether a read runs on its caller's thread, from how long reads take
 //! - `checkpointer`: the checkpointer thread: WAL checkpoints off the writers' path
 //! - `maintenance`: the maintenance thread: index merges, commit log trims, index pages into RAM
 //! - `opening`: opening a directory (lock, commit log, WALs, epoch, partitions) in the right order

@@ -1,8 +1,8 @@
 //! [`Store`]: a data directory of partitions, and the only entry point callers use.
 //!
 //! The store validates input, hashes the key to its partition, and either reads (from the
-//! record cache, else through the partition's index and read pool: on the caller's thread, or on
-//! a lookup thread for `submit_get`) or hands writes to the partition's writer thread and returns
+//! record cache, else through the partition's index and read pool: on the caller's thread, or,
+//! for `submit_get` while reads are slow, on a lookup thread) or hands writes to the partition's writer thread and returns
 //! a [`Pending`] that resolves once the write is committed ([`Store::write`] may instead run a
 //! single write's transaction on the caller's thread: an inline write). Closing (or dropping)
 //! stops the background threads, lets the writers finish every queued job, checkpoints, closes
@@ -303,8 +303,9 @@ impl Store {
 
     /// Queues a read for the store's lookup threads and returns its pending answer: for
     /// callers that must not block, such as an async server. A key in the record cache is
-    /// answered at once, without queueing. Fails at once with `Overloaded` if the lookup queue
-    /// is full.
+    /// answered at once, without queueing, and so is one read from SQLite on the caller's thread
+    /// while reads find their pages in memory (`crate::inline_reads`). Fails at once with
+    /// `Overloaded` if the lookup queue is full.
     pub fn submit_get(&self, key: Vec<u8>) -> Result<PendingGet> {
         self.validate(&Op::Get { key: Vec::new() }, &key)?;
         if let Some(record) = self.shared.cached(&key) {

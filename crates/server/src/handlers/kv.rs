@@ -1,7 +1,8 @@
 //! `/kv/{key}`: GET, HEAD, PUT, DELETE, through the [`crate::backend::Backend`]. With SQLite,
-//! reads go to the engine's lookup threads and writes to its writer queues; the handlers only
-//! await their answers, so no SQLite work runs on the async runtime. A full queue fails at once
-//! (503, `Retry-After`) instead of waiting.
+//! reads go to the engine's lookup threads and writes to its writer queues, and the handlers
+//! await their answers; only while the data is in memory does the engine run a read or a single
+//! write on the calling thread (`shardlite_engine::Store::submit_get`, inline writes). A full
+//! queue fails at once (503, `Retry-After`) instead of waiting.
 
 use hyper::{body::Incoming, header::ETAG, http::request::Parts, Method, Request, StatusCode};
 use shardlite_engine::{Op, Outcome};
