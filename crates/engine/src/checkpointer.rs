@@ -77,8 +77,7 @@ impl Checkpoints {
         if !partition.checkpoint_unfinished.swap(false, Ordering::AcqRel) {
             return;
         }
-        partition.readers.end_idle_reads();
-        match sql::checkpoint_passive(conn) {
+        match partition.checkpoint_passive(conn) {
             Ok(true) => {}
             Ok(false) => {
                 tracing::debug!(partition = partition.id, "a reader holds old WAL frames: checkpoint again later")
@@ -113,8 +112,7 @@ fn checkpoint(partition: &Partition, config: &Config) {
         return;
     }
     let started = Instant::now();
-    partition.readers.end_idle_reads();
-    let done = sql::open_checkpointer(&partition.db_path, config).and_then(|conn| sql::checkpoint_passive(&conn));
+    let done = sql::open_checkpointer(&partition.db_path, config).and_then(|conn| partition.checkpoint_passive(&conn));
     match done {
         Ok(complete) => {
             partition.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
@@ -180,9 +178,8 @@ impl IdleWals {
             if !idle || !std::fs::metadata(&partition.wal_path).is_ok_and(|m| m.len() > 0) {
                 continue;
             }
-            partition.readers.end_idle_reads();
             let emptied = sql::open_checkpointer(&partition.db_path, config)
-                .and_then(|conn| sql::checkpoint_at_close(&conn, true, IDLE_WAIT));
+                .and_then(|conn| partition.checkpoint_at_close(&conn, true, IDLE_WAIT));
             match emptied {
                 Ok(done) if !done.busy => tracing::debug!(partition = partition.id, "emptied an idle partition's WAL"),
                 Ok(_) => {} // busy again: a later sweep
@@ -210,7 +207,7 @@ pub fn threshold(config: &Config, partition: u32) -> u32 {
 /// at most [`CLOSE_WAIT`], or with Litestream a PASSIVE one. Frames it leaves in the WAL are
 /// logged (a warning unless Litestream is expected to hold them).
 pub fn at_close(partition: &Partition, conn: &Connection, config: &Config) {
-    match sql::checkpoint_at_close(conn, !config.litestream, CLOSE_WAIT) {
+    match partition.checkpoint_at_close(conn, !config.litestream, CLOSE_WAIT) {
         Ok(done) if !done.busy && done.frames_left() == 0 => {}
         Ok(done) if config.litestream => tracing::info!(
             partition = partition.id,

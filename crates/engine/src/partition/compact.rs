@@ -66,8 +66,7 @@ pub fn run(partition: &Partition, conn: &Connection, config: &Config) -> Result<
     let bytes_before = files_size(partition);
     let free_pages_before = sql::free_pages(conn)?;
     sql::vacuum(conn)?;
-    partition.readers.end_idle_reads();
-    let done = sql::checkpoint_at_close(conn, !config.litestream, CLOSE_WAIT)?;
+    let done = partition.checkpoint_at_close(conn, !config.litestream, CLOSE_WAIT)?;
     let stalled_us = started.elapsed().as_micros() as u64;
     Ok(PartitionCompaction {
         partition: partition.id,

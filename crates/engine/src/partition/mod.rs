@@ -236,6 +236,22 @@ impl Partition {
         }
     }
 
+    /// A PASSIVE checkpoint of the partition through `conn` ([`sql::checkpoint_passive`]), the
+    /// lookup connections' read transactions ended first so that it can copy every frame
+    /// ([`ReadPool::end_idle_reads`]). Every checkpoint of a serving partition comes here or
+    /// to [`Partition::checkpoint_at_close`].
+    pub fn checkpoint_passive(&self, conn: &Connection) -> Result<bool> {
+        self.readers.end_idle_reads();
+        sql::checkpoint_passive(conn)
+    }
+
+    /// A checkpoint through `conn` waiting at most `wait` ([`sql::checkpoint_at_close`]), the
+    /// lookup connections' read transactions ended first.
+    pub fn checkpoint_at_close(&self, conn: &Connection, truncate: bool, wait: Duration) -> Result<sql::Checkpointed> {
+        self.readers.end_idle_reads();
+        sql::checkpoint_at_close(conn, truncate, wait)
+    }
+
     /// Pages in the WAL after the last commit.
     pub fn wal_pages(&self) -> u32 {
         self.wal_pages.load(Ordering::Relaxed)

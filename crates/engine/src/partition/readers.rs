@@ -26,7 +26,7 @@ use std::{
 use rusqlite::Connection;
 
 use super::sql;
-use crate::{Config, Result};
+use crate::{config::TxMode, Config, Result};
 
 /// Commits of a partition's writer so far, counted after each commit has taken place (by
 /// SQLite's WAL hook, [`sql::watch_wal`]).
@@ -74,7 +74,8 @@ impl Reader {
             return Ok(());
         }
         self.end_read()?;
-        sql::begin_read(&self.conn)?;
+        // Deferred: its snapshot is taken at its first read.
+        sql::begin(&self.conn, TxMode::Deferred)?;
         self.reading_since = Some(now);
         Ok(())
     }
@@ -82,7 +83,7 @@ impl Reader {
     /// Ends the read transaction, if one is open (SQLite may have ended it after an error).
     fn end_read(&mut self) -> Result<()> {
         if self.reading_since.take().is_some() && !self.conn.is_autocommit() {
-            sql::end_read(&self.conn)?;
+            sql::commit(&self.conn)?;
         }
         Ok(())
     }

@@ -48,8 +48,7 @@ impl std::fmt::Debug for Snapshot {
 /// thread, between rounds: nothing commits meanwhile.
 pub fn take(partition: &Partition, writer: &Connection, conn: Connection) -> Result<Snapshot> {
     let started = Instant::now();
-    partition.readers.end_idle_reads();
-    let file_is_snapshot = sql::checkpoint_passive(writer)?;
+    let file_is_snapshot = partition.checkpoint_passive(writer)?;
     let index_file = partition.index.as_ref().map(|index| index.file());
     let (next_id, records) = sql::begin_snapshot(&conn)?;
     Ok(Snapshot {

@@ -483,18 +483,6 @@ pub fn watch_wal(conn: &mut Connection, pages: Arc<AtomicU32>, commits: Arc<Atom
     Ok(())
 }
 
-/// Starts a lookup connection's read transaction (its snapshot is taken at its first read).
-pub fn begin_read(conn: &Connection) -> Result<()> {
-    conn.prepare_cached("BEGIN DEFERRED")?.execute([])?;
-    Ok(())
-}
-
-/// Ends a lookup connection's read transaction.
-pub fn end_read(conn: &Connection) -> Result<()> {
-    conn.prepare_cached("COMMIT")?.execute([])?;
-    Ok(())
-}
-
 /// Copies what it can of the WAL into the database without waiting for readers.
 /// Returns whether it copied every frame of the WAL (then the writer's next transaction starts
 /// the WAL over); not when another checkpoint of the partition was under way, or when frames

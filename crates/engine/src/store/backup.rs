@@ -91,9 +91,8 @@ impl Store {
         let partition = &self.shared.partitions[p as usize];
         // Most of the WAL into the database now, off the writer: its own checkpoint when it
         // takes the snapshot then only copies what is committed meanwhile.
-        partition.readers.end_idle_reads();
         let precheckpoint = sql::open_checkpointer(&partition.db_path, &self.config);
-        if let Err(err) = precheckpoint.and_then(|conn| sql::checkpoint_passive(&conn)) {
+        if let Err(err) = precheckpoint.and_then(|conn| partition.checkpoint_passive(&conn)) {
             tracing::warn!(partition = p, %err, "checkpoint before the backup's snapshot failed");
         }
         let conn = Box::new(sql::open_reader(&partition.db_path, &self.config)?);

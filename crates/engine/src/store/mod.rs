@@ -2,11 +2,11 @@
 //!
 //! The store validates input, hashes the key to its partition, and either reads (from the
 //! record cache, else through the partition's index and read pool: on the caller's thread, or,
-//! for `submit_get` while reads are slow, on a lookup thread) or hands writes to the partition's writer thread and returns
-//! a [`Pending`] that resolves once the write is committed ([`Store::write`] may instead run a
-//! single write's transaction on the caller's thread: an inline write). Closing (or dropping)
-//! stops the background threads, lets the writers finish every queued job, checkpoints, closes
-//! and releases the directory's lock.
+//! for `submit_get` while reads are slow, on a lookup thread) or hands writes to the partition's
+//! writer thread and returns a [`Pending`] that resolves once the write is committed
+//! ([`Store::write`] may instead run a single write's transaction on the caller's thread: an
+//! inline write). Closing (or dropping) stops the background threads, lets the writers finish
+//! every queued job, checkpoints, closes and releases the directory's lock.
 //!
 //! - `start`: opening the directory (its lock, the WALs' check, recovery) and starting the threads
 //! - `pending`: the answers callers wait for ([`Pending`], [`PendingGet`], [`PendingBatch`])
@@ -114,48 +114,22 @@ impl Shared {
     fn get(&self, key: &[u8]) -> Result<Option<Record>> {
         match self.cached(key) {
             Some(record) => Ok(Some(record)),
-            None => self.read_through(key),
+            None => self.read_through(key, false),
         }
     }
 
-    /// Reads a record from SQLite and caches it (the cache missed).
-    fn read_through(&self, key: &[u8]) -> Result<Option<Record>> {
-        self.read_through_with(key, |at| self.read(key, at))
-    }
-
-    /// Reads a record from SQLite on the caller's thread, which must not wait for a writer,
-    /// and caches it; `None` where a damaged index page needs its writer to rebuild it (then
-    /// the lookup threads read the key).
-    fn read_inline(&self, key: &[u8]) -> Option<Result<Option<Record>>> {
-        let found = self.read_through_with(key, |at| self.timed(key, at, true));
-        match found {
-            Err(Error::Corrupt { .. }) => None,
-            other => Some(other),
-        }
-    }
-
-    /// Reads a record with `read` and caches it.
-    fn read_through_with(
-        &self,
-        key: &[u8],
-        read: impl FnOnce(KeyHash) -> Result<Option<Record>>,
-    ) -> Result<Option<Record>> {
+    /// Reads a record from SQLite and caches it (the cache missed). `inline`: on a caller's
+    /// thread that must not wait for a writer, so a damaged index page is not rebuilt here (the
+    /// error is returned, and the lookup threads read the key).
+    fn read_through(&self, key: &[u8], inline: bool) -> Result<Option<Record>> {
         let at = self.hasher.locate(key);
-        let Some(cache) = &self.cache else { return read(at) };
+        let Some(cache) = &self.cache else { return self.read(key, at, inline) };
         let generation = cache.generation(at.partition);
-        let found = read(at)?;
+        let found = self.read(key, at, inline)?;
         if let Some(record) = &found {
             cache.fill(at.partition, generation, key, record);
         }
         Ok(found)
-    }
-
-    /// Reads a record from SQLite, timed for [`InlineReads`].
-    fn timed(&self, key: &[u8], at: KeyHash, inline: bool) -> Result<Option<Record>> {
-        let started = Instant::now();
-        let found = self.partitions[at.partition as usize].get(key, at.fingerprint);
-        self.inline_reads.record(started.elapsed(), inline);
-        found
     }
 
     /// The cached record of `key`, if the cache holds it.
@@ -163,11 +137,15 @@ impl Shared {
         self.cache.as_ref().and_then(|cache| cache.get(key))
     }
 
-    /// Reads a record from SQLite; a damaged index page is rebuilt and the read retried.
-    fn read(&self, key: &[u8], at: KeyHash) -> Result<Option<Record>> {
+    /// Reads a record from SQLite, timed for [`InlineReads`]; unless `inline`, a damaged index
+    /// page is rebuilt and the read retried.
+    fn read(&self, key: &[u8], at: KeyHash, inline: bool) -> Result<Option<Record>> {
         let partition = &self.partitions[at.partition as usize];
-        match self.timed(key, at, false) {
-            Err(Error::Corrupt { .. }) => {
+        let started = Instant::now();
+        let found = partition.get(key, at.fingerprint);
+        self.inline_reads.record(started.elapsed(), inline);
+        match found {
+            Err(Error::Corrupt { .. }) if !inline => {
                 self.control(at.partition, |reply| Job::Rebuild { partition: at.partition, reply })??;
                 partition.get(key, at.fingerprint)
             }
@@ -312,8 +290,10 @@ impl Store {
             return Ok(PendingGet(Reply::Ready(Ok(Some(record)))));
         }
         if self.shared.inline_reads.allowed() {
-            if let Some(answer) = self.shared.read_inline(&key) {
-                return Ok(PendingGet(Reply::Ready(answer)));
+            match self.shared.read_through(&key, true) {
+                // A damaged index page: read again by a lookup thread, which has it rebuilt.
+                Err(Error::Corrupt { .. }) => {}
+                answer => return Ok(PendingGet(Reply::Ready(answer))),
             }
         }
         // Hashed here only for the error; the lookup thread hashes the key it reads.

@@ -265,7 +265,7 @@ fn start_inline(
 /// reads, reading through `shared` (a damaged index page is rebuilt by its writer).
 fn start_lookups(lookups: &LookupQueue, shared: &Arc<Shared>, threads: usize) -> Result<()> {
     let read = Arc::clone(shared);
-    lookups.start(threads, Arc::new(move |key: &[u8]| read.read_through(key)), spawn)
+    lookups.start(threads, Arc::new(move |key: &[u8]| read.read_through(key, false)), spawn)
 }
 
 /// Starts a named thread.

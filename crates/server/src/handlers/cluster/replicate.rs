@@ -114,12 +114,11 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
 /// `copy_behind`. Sent under a newer map than this node's, it has waited for that map as every
 /// forwarded request does (`super::route::catch_up`); one holding a write of a partition `from`
 /// does not own in this node's map is refused (an owner cut off by a failover, not yet aware of
-/// it). An owner a failover sealed
-/// here (dead, then) is heard again once it is alive in this node's view: it registered again.
-/// That is safe: the failover's etcd transaction fails if the owner registered before it (it
-/// stays the owner, and the copies may hold its writes), and a map the failover did change
-/// came before the registration, in the order this node's watch delivers them, so the check
-/// above refuses the owner's writes of the partitions it lost.
+/// it). An owner a failover sealed here (dead, then) is heard again once it is alive in this
+/// node's view: it registered again. That is safe: the failover's etcd transaction fails if the
+/// owner registered before it (it stays the owner, and the copies may hold its writes), and a
+/// map the failover did change came before the registration, in the order this node's watch
+/// delivers them, so the check above refuses the owner's writes of the partitions it lost.
 async fn receive(
     state: &State,
     cluster: &Cluster,
