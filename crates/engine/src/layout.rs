@@ -23,7 +23,7 @@ pub const MANIFEST: &str = "shardlite.toml";
 /// DIR/p0000.idx             partition 0's compact hash index (index mode `hash` only)
 /// DIR/p0000.idx.tmp         an index being written; removed or renamed into place
 /// DIR/commit-NNNNNNNNNNNNNNNN.log  a segment of the commit log (crate::commitlog)
-/// DIR/commit.base           each partition's durable log position and next id at the last trim
+/// DIR/commit.base           each partition's durable log position and next id at the last trim, and the log's end
 /// DIR/commit.spare          a segment file kept ready for the next switch
 /// DIR/import.staging.tmp/   an import's parsed input, being written (crate::import)
 /// DIR/import.staging/       an import's parsed input, complete: being applied, or interrupted

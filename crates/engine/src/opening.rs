@@ -67,9 +67,9 @@ pub fn open_directory<T>(
         manifest.start_epoch();
         manifest.write(&layout.manifest())?;
     }
-    commitlog::finish_recovery(layout, &recovery, &durable, use_log)?;
+    let start = durable.iter().map(|d| d.applied).fold(recovery.end, u64::max);
+    commitlog::finish_recovery(layout, &recovery, &durable, start, use_log)?;
     let log = if use_log {
-        let start = durable.iter().map(|d| d.applied).fold(recovery.end, u64::max);
         Some(CommitLog::start(layout, &recovery, start, config.log_segment_mib << 20, writers + partitions as usize)?)
     } else {
         None

@@ -369,3 +369,24 @@ fn a_copy_that_was_behind_is_brought_up_to_date_from_snapshots_while_writes_go_o
         assert_eq!(a.map(|r| r.version), b.map(|r| r.version), "key {i}: the snapshot keeps the owner's epoch");
     }
 }
+
+/// Positions in a store's log are never used twice: reopened after a clean close or a crash,
+/// its log goes on from where it ended (a copy takes a frame's position as the owner's).
+#[test]
+fn a_reopened_log_goes_on_from_where_it_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), partitions(4), durable()).unwrap();
+    for i in 0..50 {
+        store.put(&key(i), value(i, 1), Condition::None).unwrap();
+    }
+    let ended = log_end(&store);
+    store.close();
+    let store = Store::open(dir.path(), durable()).unwrap();
+    assert!(log_end(&store) >= ended, "after a clean close: {} < {ended}", log_end(&store));
+    store.put(&key(99), value(99, 1), Condition::None).unwrap();
+    let ended = log_end(&store);
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), &crashed.path().join("copy"));
+    let store = Store::open(crashed.path().join("copy"), durable()).unwrap();
+    assert!(log_end(&store) >= ended, "after a crash: {} < {ended}", log_end(&store));
+}

@@ -5,16 +5,29 @@
 //! what the log still holds. Its presence also says the directory is looked after by the log.
 //!
 //! Two figures tell "older": the log position the database's `meta` notes, and its next record
-//! id (a transaction that only inserts may leave `meta` alone). The file's layout: [`write`](fn@write).
+//! id (a transaction that only inserts may leave `meta` alone). The file also keeps where the log
+//! ended, so that the next session's log goes on from there: a position is never used twice (the
+//! copies of a node's partitions know its log by position). The file's layout: [`write`](fn@write).
 
 use std::path::Path;
 
 use crate::{layout, Error, Result};
 
 const MAGIC: &[u8; 8] = b"SHLTBASE";
-const VERSION: u32 = 2;
-/// The format with the log position alone.
+const VERSION: u32 = 3;
+/// The format without the log's end (read as 0).
+const VERSION_WITHOUT_END: u32 = 2;
+/// The format with each partition's log position alone.
 const VERSION_POSITIONS_ONLY: u32 = 1;
+
+/// What the base file holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Base {
+    /// Where the log ended when the file was written (at least): the next log starts there.
+    pub end: u64,
+    /// How far each partition's files were known durable.
+    pub durable: Vec<Durable>,
+}
 
 /// How far a partition's own files were known durable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -26,7 +39,7 @@ pub struct Durable {
 }
 
 /// Reads the base file at `path`: `None` if there is none.
-pub fn read(path: &Path, partitions: u32) -> Result<Option<Vec<Durable>>> {
+pub fn read(path: &Path, partitions: u32) -> Result<Option<Base>> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -37,12 +50,13 @@ pub fn read(path: &Path, partitions: u32) -> Result<Option<Vec<Durable>>> {
         return Err(corrupt(format!("not a commit log base ({} bytes)", bytes.len())));
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("four bytes"));
-    let per_partition = match version {
-        VERSION_POSITIONS_ONLY => 8,
-        VERSION => 16,
+    let (head, per_partition) = match version {
+        VERSION_POSITIONS_ONLY => (16, 8),
+        VERSION_WITHOUT_END => (16, 16),
+        VERSION => (24, 16),
         _ => return Err(corrupt(format!("format {version} is not one this build reads ({VERSION} or older)"))),
     };
-    let want = 16 + per_partition * partitions as usize + 4;
+    let want = head + per_partition * partitions as usize + 4;
     if bytes.len() != want {
         return Err(corrupt(format!("not a commit log base of {partitions} partitions ({} bytes)", bytes.len())));
     }
@@ -51,32 +65,36 @@ pub fn read(path: &Path, partitions: u32) -> Result<Option<Vec<Durable>>> {
         return Err(corrupt("checksum mismatch".into()));
     }
     let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("eight bytes"));
-    let durable = body[16..]
+    let end = if head == 24 { word(&body[16..24]) } else { 0 };
+    let durable = body[head..]
         .chunks_exact(per_partition)
         .map(|c| Durable { applied: word(&c[..8]), next_id: if per_partition == 16 { word(&c[8..]) } else { 0 } })
         .collect();
-    Ok(Some(durable))
+    Ok(Some(Base { end, durable }))
 }
 
-/// Replaces the base file at `path` with `durable` (one entry per partition).
+/// Replaces the base file at `path` with `durable` (one entry per partition) and `end`, where
+/// the log ends (at least).
 ///
 /// Layout (little-endian), written with `layout::replace_file`:
 ///
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 8 | magic `SHLTBASE` |
-/// | 8 | 4 | format version (2) |
+/// | 8 | 4 | format version (3) |
 /// | 12 | 4 | partitions P |
-/// | 16 | 16 × P | per partition, the log position its durable files have applied up to, then its next record id |
-/// | 16 + 16P | 4 | crc32c of every byte before |
+/// | 16 | 8 | where the log ended: the next log starts there |
+/// | 24 | 16 × P | per partition, the log position its durable files have applied up to, then its next record id |
+/// | 24 + 16P | 4 | crc32c of every byte before |
 ///
-/// Format 1 (written before format 2) has 8 bytes per partition, the position only: read with
-/// no next id to compare (0).
-pub fn write(path: &Path, durable: &[Durable]) -> Result<()> {
-    let mut bytes = Vec::with_capacity(20 + 16 * durable.len());
+/// Format 2 has no end (read as 0); format 1 neither, and 8 bytes per partition, the position
+/// only (read with no next id to compare: 0).
+pub fn write(path: &Path, end: u64, durable: &[Durable]) -> Result<()> {
+    let mut bytes = Vec::with_capacity(28 + 16 * durable.len());
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&VERSION.to_le_bytes());
     bytes.extend_from_slice(&(durable.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&end.to_le_bytes());
     for d in durable {
         bytes.extend_from_slice(&d.applied.to_le_bytes());
         bytes.extend_from_slice(&d.next_id.to_le_bytes());
@@ -98,8 +116,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("commit.base");
         assert_eq!(read(&path, 3).unwrap(), None);
-        write(&path, &durable(&[(1, 5), (20, 6), (300, 7)])).unwrap();
-        assert_eq!(read(&path, 3).unwrap(), Some(durable(&[(1, 5), (20, 6), (300, 7)])));
+        write(&path, 4000, &durable(&[(1, 5), (20, 6), (300, 7)])).unwrap();
+        assert_eq!(read(&path, 3).unwrap(), Some(Base { end: 4000, durable: durable(&[(1, 5), (20, 6), (300, 7)]) }));
         assert!(matches!(read(&path, 4), Err(Error::Corrupt { .. })), "another partition count");
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[20] ^= 1;
@@ -118,6 +136,20 @@ mod tests {
         bytes.extend_from_slice(&8u64.to_le_bytes());
         bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
         std::fs::write(&path, bytes).unwrap();
-        assert_eq!(read(&path, 2).unwrap(), Some(durable(&[(7, 0), (8, 0)])));
+        assert_eq!(read(&path, 2).unwrap(), Some(Base { end: 0, durable: durable(&[(7, 0), (8, 0)]) }));
+    }
+
+    #[test]
+    fn reads_the_format_without_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("commit.base");
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&VERSION_WITHOUT_END.to_le_bytes());
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&7u64.to_le_bytes());
+        bytes.extend_from_slice(&3u64.to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        assert_eq!(read(&path, 1).unwrap(), Some(Base { end: 0, durable: durable(&[(7, 3)]) }));
     }
 }

@@ -505,7 +505,7 @@ impl CommitLog {
         }
         let durable = durable();
         layout::sync_filesystem(&self.dir, self.layout.dir())?;
-        base::write(&self.layout.log_base(), &durable)?;
+        base::write(&self.layout.log_base(), flushed, &durable)?;
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         for segment in &droppable {
             // The first one dropped becomes the spare if none is ready: its blocks are written.
@@ -543,7 +543,8 @@ impl CommitLog {
     /// `durable` in the base file and removes every segment.
     pub fn close(&self, durable: &[Durable]) -> Result<()> {
         layout::sync_filesystem(&self.dir, self.layout.dir())?;
-        base::write(&self.layout.log_base(), durable)?;
+        let end = self.lock().end;
+        base::write(&self.layout.log_base(), end, durable)?;
         let st = self.lock();
         // The current segment is kept as the next session's first (a spare), if none is kept.
         for segment in [&st.segment].into_iter().chain(st.closed.iter().map(|(s, _)| s)) {
@@ -776,7 +777,8 @@ mod tests {
         log.trim(|| durable.clone()).unwrap();
         assert_eq!(layout.log_segments().unwrap().len(), 1, "only the current segment is left");
         assert!(layout.log_spare().exists(), "a dropped segment became the spare");
-        assert_eq!(base::read(&layout.log_base(), 2).unwrap(), Some(durable));
+        let base = base::read(&layout.log_base(), 2).unwrap().unwrap();
+        assert_eq!((base.durable, base.end), (durable, log.lock().durable));
         // The spare is the next segment; records appended after the switch read back.
         for id in 300..400 {
             let (_, end) = log.append(&tx(1, id)).unwrap();

@@ -42,14 +42,15 @@ impl Recovery {
     pub fn read(layout: &Layout, partitions: u32) -> Result<Self> {
         let dir = File::open(layout.dir()).map_err(|e| Error::io(layout.dir(), &e))?;
         let base = base::read(&layout.log_base(), partitions)?;
+        let applied = base.iter().flat_map(|b| &b.durable).map(|d| d.applied).max().unwrap_or(0);
         let segments = layout.log_segments()?;
         let mut recovery = Self {
             dir,
             txs: vec![Vec::new(); partitions as usize],
-            end: base.iter().flatten().map(|d| d.applied).max().unwrap_or(0),
+            end: base.as_ref().map_or(0, |b| b.end).max(applied),
             next_seq: segments.last().map_or(1, |(seq, _)| seq + 1),
             segments: segments.iter().map(|(_, path)| path.clone()).collect(),
-            base,
+            base: base.map(|b| b.durable),
         };
         let mut records = Vec::new();
         let mut expected: Option<u64> = None;
@@ -107,9 +108,16 @@ impl Recovery {
 }
 
 /// After every partition replayed what it lacked: makes it durable (`syncfs`), removes the old
-/// segments, and records `durable` in the base file if a log will run (`keep_base`), or removes
-/// the base file if none will (then the WAL check judges missing WALs again).
-pub fn finish_recovery(layout: &Layout, recovery: &Recovery, durable: &[Durable], keep_base: bool) -> Result<()> {
+/// segments, and records `durable` and `start` (where the new log begins) in the base file if a
+/// log will run (`keep_base`), or removes the base file if none will (then the WAL check judges
+/// missing WALs again).
+pub fn finish_recovery(
+    layout: &Layout,
+    recovery: &Recovery,
+    durable: &[Durable],
+    start: u64,
+    keep_base: bool,
+) -> Result<()> {
     if !keep_base {
         remove(&layout.log_spare())?;
     }
@@ -118,7 +126,7 @@ pub fn finish_recovery(layout: &Layout, recovery: &Recovery, durable: &[Durable]
     }
     layout::sync_filesystem(&recovery.dir, layout.dir())?;
     if keep_base {
-        base::write(&layout.log_base(), durable)?;
+        base::write(&layout.log_base(), start, durable)?;
     }
     for path in &recovery.segments {
         match keep_base {
