@@ -87,6 +87,8 @@ impl Direct {
             to,
             commit: sent.commit,
             new_stream: sent.first,
+            // Here a stream announces snapshots only for a copy that was behind: all of them.
+            resync_all: sent.first && !sent.resync.is_empty(),
             resync: if sent.first { std::mem::take(&mut sent.resync) } else { Vec::new() },
             refused: sent.refused.clone(),
             epochs: sent.epochs.clone(),
@@ -389,4 +391,24 @@ fn a_reopened_log_goes_on_from_where_it_ended() {
     crash_copy(dir.path(), &crashed.path().join("copy"));
     let store = Store::open(crashed.path().join("copy"), durable()).unwrap();
     assert!(log_end(&store) >= ended, "after a crash: {} < {ended}", log_end(&store));
+}
+
+/// A copy takes a new stream only where it follows what the copy holds of the owner's log: a
+/// stream from further on (the owner restarted while frames for the copy were lost) finds it
+/// behind, unless the stream brings every partition's copy from a snapshot. The first frame of
+/// a stream sent again with what followed (its answer lost) goes on with the stream.
+#[test]
+fn a_new_stream_that_skips_part_of_the_owners_log_finds_the_copy_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = Store::create(dir.path(), partitions(4), durable()).unwrap();
+    let new = |from: u64, to: u64| Frame { from, to, commit: from, new_stream: true, ..Frame::default() };
+    let held = |position: u64| Receipt::Held { position };
+    assert_eq!(copy.receive("owner", new(0, 100)).unwrap(), held(100));
+    assert_eq!(copy.receive("owner", new(0, 150)).unwrap(), held(150), "the first frame again, and more");
+    let next = Frame { from: 150, to: 200, commit: 150, ..Frame::default() };
+    assert_eq!(copy.receive("owner", next).unwrap(), held(200));
+    assert_eq!(copy.receive("owner", new(300, 350)).unwrap(), Receipt::Behind { position: Some(200) });
+    assert_eq!(copy.receive("owner", new(200, 250)).unwrap(), held(250), "a new stream where the copy stands");
+    let whole = Frame { resync_all: true, resync: (0..4).collect(), ..new(400, 420) };
+    assert_eq!(copy.receive("owner", whole).unwrap(), held(420), "every copy from a snapshot");
 }

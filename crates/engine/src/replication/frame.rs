@@ -8,7 +8,9 @@
 //! from u64, to u64       the range of the owner's log this frame covers
 //! commit u64             the owner's log is committed (or refused) before this
 //! new_stream u8          1: the owner does not know how far this copy is (it just started, or
-//!                        the copy was behind); then
+//!                        the map names copies stale); 2: the same, and every copy this node
+//!                        keeps of the owner's partitions comes from a snapshot (it was behind);
+//!                        with 1 or 2,
 //! resync u32, then partition u32 each: partitions whose copy comes from a snapshot next
 //! refused u32, then (from u64, to u64) each
 //! epochs u32, then (partition u32, epoch u64) each
@@ -33,6 +35,9 @@ pub struct Frame {
     /// The owner does not know how far the copy is (its first frame since it started, or
     /// since the copy was behind).
     pub new_stream: bool,
+    /// With `new_stream`: `resync` names every partition whose copy the node keeps for the
+    /// owner (it was behind), so it need not hold what came before `from`.
+    pub resync_all: bool,
     /// With `new_stream`: the partitions whose copy the owner sends next as a snapshot; until
     /// it arrives their transactions are held, not applied.
     pub resync: Vec<u32>,
@@ -53,7 +58,11 @@ impl Frame {
         for n in [self.from, self.to, self.commit] {
             out.extend_from_slice(&n.to_le_bytes());
         }
-        out.push(u8::from(self.new_stream));
+        out.push(match (self.new_stream, self.resync_all) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
+        });
         if self.new_stream {
             out.extend_from_slice(&(self.resync.len() as u32).to_le_bytes());
             for partition in &self.resync {
@@ -94,7 +103,12 @@ impl Frame {
         let mut r = Cursor { bytes: data, at: MAGIC.len() };
         let parsed = (|| {
             let (from, to, commit) = (r.u64()?, r.u64()?, r.u64()?);
-            let new_stream = r.take(1)?[0] == 1;
+            let (new_stream, resync_all) = match r.take(1)?[0] {
+                0 => (false, false),
+                1 => (true, false),
+                2 => (true, true),
+                _ => return None,
+            };
             let resync = match new_stream {
                 true => (0..r.u32()?).map(|_| r.u32()).collect::<Option<Vec<_>>>()?,
                 false => Vec::new(),
@@ -108,7 +122,7 @@ impl Frame {
                     Some((lsn, r.take(len)?.to_vec()))
                 })
                 .collect::<Option<Vec<_>>>()?;
-            Some(Self { from, to, commit, new_stream, resync, refused, epochs, txs })
+            Some(Self { from, to, commit, new_stream, resync_all, resync, refused, epochs, txs })
         })();
         match parsed {
             Some(frame) if r.at == data.len() && frame.from <= frame.to => Ok(frame),
@@ -151,6 +165,7 @@ mod tests {
             to: 9000,
             commit: 4096,
             new_stream: true,
+            resync_all: true,
             resync: vec![2, 5],
             refused: vec![(100, 200)],
             epochs: vec![(3, 77)],
@@ -158,6 +173,8 @@ mod tests {
         };
         let bytes = frame.encode();
         assert_eq!(Frame::decode(&bytes).unwrap(), frame);
+        let announced = Frame { resync_all: false, ..frame.clone() };
+        assert_eq!(Frame::decode(&announced.encode()).unwrap(), announced);
         let mut damaged = bytes.clone();
         damaged[20] ^= 1;
         assert!(Frame::decode(&damaged).unwrap_err().to_string().contains("checksum"));

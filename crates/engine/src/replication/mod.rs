@@ -91,6 +91,11 @@ struct Source {
     /// Partitions whose copy the owner sends as a snapshot ([`Frame::resync`]): their
     /// transactions are held until it arrives.
     awaiting: BTreeSet<u32>,
+    /// Where the owner's current stream began: a new stream's first frame sent again (its
+    /// answer lost) begins there too.
+    stream_start: Option<u64>,
+    /// The partitions whose snapshot came in since the current stream began.
+    resynced: BTreeSet<u32>,
     /// Where the owner's log is committed, as its last frame said.
     commit: u64,
 }
@@ -158,18 +163,26 @@ pub fn receive(
 ) -> Result<Receipt> {
     let source = sources.of(owner);
     let mut source = lock(&source);
+    if frame.new_stream
+        && !source.sealed
+        && source.stream_start == Some(frame.from)
+        && source.position > Some(frame.from)
+    {
+        // The new stream's first frame again, with what followed (its answer was lost): the
+        // stream goes on, and the partitions it announces since wait for their snapshots.
+        let announced: Vec<u32> = frame.resync.iter().filter(|p| !source.resynced.contains(p)).copied().collect();
+        source.awaiting.extend(announced);
+        frame.new_stream = false;
+    }
     match (frame.new_stream, source.position) {
         (_, position) if source.sealed => return Ok(Receipt::Behind { position }),
-        (true, _) => {
-            // What was held of an earlier stream is the copies' to come (a snapshot), or was
-            // applied by the owner's own replay (it restarted): held no more.
-            let earlier: Vec<Tentative> = source.tentative.drain(..).collect();
-            source.awaiting = frame.resync.iter().copied().collect();
-            let ready = earlier.into_iter().filter(|t| !source.awaiting.contains(&t.tx.partition)).collect();
-            apply_in_order(&mut source, ready, log, apply, None)?;
-            source.position = Some(frame.from);
-            source.since = Some(frame.from);
+        // A new stream that does not begin where this copy's copy of the owner's log ends (the
+        // owner restarted while frames for this node waited): what lies between will not come,
+        // so every copy must come from a snapshot.
+        (true, Some(position)) if frame.from != position && !frame.resync_all => {
+            return Ok(Receipt::Behind { position: Some(position) });
         }
+        (true, _) => start_stream(&mut source, &frame),
         // Held already (an answer that was lost, or a frame that only says the commit moved).
         (false, Some(position)) if frame.to <= position => {
             source.learn(&frame);
@@ -188,10 +201,25 @@ pub fn receive(
     take_in(&mut source, owner, &frame, log, partitions)?;
     source.position = Some(frame.to);
     source.learn(&frame);
-    // On a new stream the owner's own replay applied what its log held: so does this copy.
-    let commit = if frame.new_stream { frame.to } else { frame.commit };
-    settle(&mut source, commit, log, apply)?;
+    settle(&mut source, frame.commit, log, apply)?;
     Ok(Receipt::Held { position: frame.to })
+}
+
+/// Takes `frame`, a new stream's first, as where the owner's log stands. What was held of the
+/// partitions it announces is the snapshots' to bring; the rest stays held until the owner's
+/// commit passes it, as before (an owner that restarted resolves it: its replay applied what
+/// its log held, and its first resolved flush commits everything before). Refused ranges past
+/// `from` and the commit point belong to an earlier life of the owner's log.
+fn start_stream(source: &mut Source, frame: &Frame) {
+    source.awaiting = frame.resync.iter().copied().collect();
+    let awaiting = &source.awaiting;
+    source.tentative.retain(|t| !awaiting.contains(&t.tx.partition));
+    source.resynced.clear();
+    source.refused.retain(|&(_, to)| to <= frame.from);
+    source.commit = frame.commit;
+    source.stream_start = Some(frame.from);
+    source.position = Some(frame.from);
+    source.since = Some(frame.from);
 }
 
 /// Appends the frame's transactions to `log` as tentative ones and makes them durable.
@@ -244,6 +272,7 @@ pub fn resynced(
     if !source.awaiting.remove(&partition) {
         return Err(Error::Replication(format!("`{owner}` announced no snapshot of partition {partition}")));
     }
+    source.resynced.insert(partition);
     source.tentative.retain(|t| t.tx.partition != partition || t.tx.lsn >= position);
     let commit = source.commit;
     settle(&mut source, commit, log, apply)

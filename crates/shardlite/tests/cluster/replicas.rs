@@ -31,7 +31,11 @@ pub(super) fn partitions_of(dir: &Path) -> (Vec<Vec<Held>>, bool) {
             out
         })
         .collect();
-    let sound = store.check().unwrap().iter().all(shardlite_engine::PartitionCheck::is_ok);
+    let checks = store.check().unwrap();
+    let sound = checks.iter().all(shardlite_engine::PartitionCheck::is_ok);
+    for failed in checks.iter().filter(|c| !c.is_ok()) {
+        eprintln!("{}: {failed:?}", dir.display());
+    }
     store.close();
     (records, sound)
 }
@@ -385,5 +389,64 @@ async fn a_replica_killed_while_writes_land_is_brought_up_to_date_when_it_return
         let (a, b) = (&on_n1.0[p as usize], &on_n3.0[p as usize]);
         let first = a.iter().zip(b).position(|(x, y)| x != y).map(|at| (&a[at], &b[at]));
         assert!(a.len() == b.len() && first.is_none(), "partition {p}: n1 and n3 differ: {first:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_copy_that_missed_writes_before_its_owner_restarted_is_brought_up_to_date() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let serve = ["--replication-timeout-ms", "500"];
+    let mut nodes = three_copies(&etcd, dir.path(), &serve).await;
+    let http = client();
+    let hasher = nodes.hasher;
+    let of_n1 = move |i: &u32| initial_owner(hasher.locate(&key(*i)).partition) == "n1";
+    for i in (0..60).filter(of_n1) {
+        assert_eq!(http.put(nodes.server("n1").kv(&key(i))).body(format!("v{i}")).send().await.unwrap().status(), 201);
+    }
+    // n2 stops answering (alive, its connections open) while n1's writes land on n1 and n3;
+    // then n1 restarts, and n2 answers again. n1's frames for n2 went with its old process.
+    let n2 = nix::unistd::Pid::from_raw(i32::try_from(nodes.server("n2").pid()).unwrap());
+    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    for i in (0..300).filter(of_n1) {
+        let put = http.put(nodes.server("n1").kv(&key(i))).body(format!("w{i}")).send().await.unwrap();
+        assert!(put.status().is_success(), "key {i}: n1 and n3 hold it");
+    }
+    assert!(nodes.servers.remove("n1").unwrap().stop().success(), "n1 stops cleanly");
+    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGCONT).unwrap();
+    nodes.start(&etcd, "n1", dir.path(), &serve).await;
+    // The first writes after the restart start n1's new stream to n2, which must not take it as
+    // following what it holds.
+    for i in (300..400).filter(of_n1) {
+        super::failover::until("n1 takes writes again", || {
+            let (http, url) = (http.clone(), nodes.server("n1").kv(&key(i)));
+            async move { http.put(url).body(format!("x{i}")).send().await.unwrap().status().is_success() }
+        })
+        .await;
+    }
+    super::failover::until("n2 holds every write n1 shipped", || {
+        let url = nodes.server("n1").at("/stats");
+        async move {
+            let stats = super::get_json(&url).await;
+            let copies = stats["replication"]["copies"].as_array().cloned().unwrap_or_default();
+            copies.iter().any(|c| c["node"] == "n2")
+                && copies.iter().all(|c| {
+                    c["state"] == "streaming"
+                        && c["behind_by"] == 0
+                        && c["resyncing"].as_array().is_some_and(Vec::is_empty)
+                })
+        }
+    })
+    .await;
+    for id in ["n1", "n2", "n3"] {
+        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
+    }
+    let (on_n1, on_n2) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n2")));
+    assert!(on_n1.1 && on_n2.1, "both pass check: n1 {}, n2 {}", on_n1.1, on_n2.1);
+    for p in (0..super::PARTITIONS).filter(|&p| initial_owner(p) == "n1") {
+        let (a, b) = (&on_n1.0[p as usize], &on_n2.0[p as usize]);
+        let first = a.iter().zip(b).position(|(x, y)| x != y).map(|at| (&a[at], &b[at]));
+        assert!(a.len() == b.len() && first.is_none(), "partition {p}: n2's copy is not n1's: {first:?}");
     }
 }

@@ -65,6 +65,9 @@ struct Stream {
     new: bool,
     /// The copy was behind: every partition's copy comes from a snapshot.
     behind: bool,
+    /// The new stream under way announces every partition's copy (the copy was behind), until
+    /// the copy takes it.
+    all: bool,
     /// The partitions announced in this stream (their snapshots sent, or to be).
     announced: BTreeSet<u32>,
     /// Bumped by each new stream the copy took: the snapshots sent for an earlier one stop.
@@ -102,6 +105,8 @@ impl Stream {
             self.announced.clear();
         }
         frame.new_stream = true;
+        self.all |= self.behind;
+        frame.resync_all = self.all;
         frame.resync = shared.state.resync(node, &fresh);
         tracing::debug!(node, from = frame.from, resync = ?frame.resync, "a new stream of frames");
         self.announced.extend(&fresh);
@@ -117,13 +122,14 @@ impl Stream {
             let generation = (Arc::clone(&self.generation), at);
             tokio::spawn(resync::copies(Arc::clone(shared), node.to_owned(), partitions, generation));
         }
-        self.new = false;
+        (self.new, self.all) = (false, false);
     }
 }
 
 /// Sends the node its frames in order; see the module's doc.
 async fn run(shared: Arc<Shared>, node: String, mut queue: mpsc::UnboundedReceiver<Queued>) {
-    let mut stream = Stream { new: true, behind: false, announced: BTreeSet::new(), generation: Arc::default() };
+    let mut stream =
+        Stream { new: true, behind: false, all: false, announced: BTreeSet::new(), generation: Arc::default() };
     let mut waiting: Vec<Queued> = Vec::new();
     let mut retry = RETRY_FIRST;
     // Where the owner's log stands in the last frame sent: an idle link's new stream starts there.

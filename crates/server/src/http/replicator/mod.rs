@@ -173,6 +173,12 @@ async fn dispatch(
                 continue;
             }
         };
+        if last_to.is_none() {
+            // Everything before the first shipment is settled: this node's replay applied
+            // what its log held when it started.
+            let mut log = shared.log.lock().unwrap_or_else(|p| p.into_inner());
+            log.commit = log.commit.max(shipment.from);
+        }
         last_to = Some(shipment.to);
         shared.state.shipped(shipment.to);
         let Sorted { theirs, needs } = sort(&shared, &shipment);
