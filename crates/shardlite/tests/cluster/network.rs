@@ -269,10 +269,12 @@ fn setting(name: &str, default: u64) -> u64 {
 
 /// Waits, at most 30 s, until the cluster is whole again: every node ready, alive in the map, no
 /// copy stale, and every owner's links streaming with no partition short of copies.
-async fn settled(nodes: &mut Nodes, urls: &[String]) {
+/// With `drained`, also every copy holds all its owner shipped (no frame is in flight: the
+/// clients have stopped).
+async fn settled(nodes: &mut Nodes, urls: &[String], drained: bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let Some(short) = unsettled(urls).await else { return };
+        let Some(short) = unsettled(urls, drained).await else { return };
         if Instant::now() > deadline {
             let ended: Vec<String> =
                 nodes.servers.iter_mut().filter_map(|(id, s)| Some(format!("{id} ended: {}", s.ended()?))).collect();
@@ -283,7 +285,7 @@ async fn settled(nodes: &mut Nodes, urls: &[String]) {
 }
 
 /// What keeps the cluster from being whole (the map and each node's replication), if anything.
-async fn unsettled(urls: &[String]) -> Option<String> {
+async fn unsettled(urls: &[String], drained: bool) -> Option<String> {
     let http = crate::common::client();
     for url in urls {
         match http.get(format!("{url}/readyz")).send().await {
@@ -299,7 +301,11 @@ async fn unsettled(urls: &[String]) -> Option<String> {
         let report = get_json(&format!("{url}/stats")).await["replication"].take();
         let links = report["copies"].as_array().map_or(&[][..], Vec::as_slice);
         whole &= report["short"].as_array().is_none_or(Vec::is_empty)
-            && links.iter().all(|l| l["state"] == "streaming" && l["resyncing"].as_array().is_some_and(Vec::is_empty));
+            && links.iter().all(|l| {
+                l["state"] == "streaming"
+                    && l["resyncing"].as_array().is_some_and(Vec::is_empty)
+                    && (!drained || l["behind_by"] == 0)
+            });
         seen += &format!("{url}: {report}\n");
     }
     (!whole).then_some(seen)
@@ -351,7 +357,7 @@ fn random_faults_under_load_lose_nothing_and_leave_the_copies_identical() {
                 Fault::Slow(n) => net.unslow(NODES[n]),
                 Fault::EtcdDown(e) => etcd.restart_member(e),
             }
-            settled(&mut nodes, &urls).await;
+            settled(&mut nodes, &urls, false).await;
         }
         stop.0.send(true).unwrap();
         for client in clients {
@@ -365,7 +371,7 @@ fn random_faults_under_load_lose_nothing_and_leave_the_copies_identical() {
         println!("{} operations, {acknowledged} acknowledged writes; linearizable", operations.len());
 
         // Stopped, every partition's copies are its owner's.
-        settled(&mut nodes, &urls).await;
+        settled(&mut nodes, &urls, true).await;
         let (map, _) = etcd.map().await;
         for id in NODES {
             assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
