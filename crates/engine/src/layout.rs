@@ -25,6 +25,7 @@ pub const MANIFEST: &str = "shardlite.toml";
 /// DIR/commit-NNNNNNNNNNNNNNNN.log  a segment of the commit log (crate::commitlog)
 /// DIR/commit.base           each partition's durable log position and next id at the last trim, and the log's end
 /// DIR/commit.spare          a segment file kept ready for the next switch
+/// DIR/replication.positions where the copies of each owner's log stood at the last clean close
 /// DIR/import.staging.tmp/   an import's parsed input, being written (crate::import)
 /// DIR/import.staging/       an import's parsed input, complete: being applied, or interrupted
 ///   import.toml, pNNNN.run  its plan, and each partition's records
@@ -104,6 +105,12 @@ impl Layout {
     /// The commit log's base file.
     pub fn log_base(&self) -> PathBuf {
         self.dir.join("commit.base")
+    }
+
+    /// Where this node's copies of each owner's log stood at the last clean close
+    /// (`crate::replication::positions`).
+    pub fn replication_positions(&self) -> PathBuf {
+        self.dir.join("replication.positions")
     }
 
     /// An import's parsed input while it is being written.

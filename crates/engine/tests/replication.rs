@@ -412,3 +412,36 @@ fn a_new_stream_that_skips_part_of_the_owners_log_finds_the_copy_behind() {
     let whole = Frame { resync_all: true, resync: (0..4).collect(), ..new(400, 420) };
     assert_eq!(copy.receive("owner", whole).unwrap(), held(420), "every copy from a snapshot");
 }
+
+/// A copy closed cleanly knows after its restart where it stood in each owner's log whose
+/// transactions it had all applied, and goes on with that owner's stream; of an owner whose
+/// snapshot it awaited, or after a crash, it knows nothing, and any stream finds it behind. A
+/// directory new when it first opened follows the log of an owner it never took a frame from
+/// from its beginning, until it crashes.
+#[test]
+fn a_copy_closed_cleanly_goes_on_with_its_owners_streams_and_one_that_crashed_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = Store::create(dir.path(), partitions(4), durable()).unwrap();
+    let new = |from: u64, to: u64| Frame { from, to, commit: from, new_stream: true, ..Frame::default() };
+    let next = |from: u64, to: u64| Frame { from, to, commit: from, ..Frame::default() };
+    let held = |position: u64| Receipt::Held { position };
+    assert_eq!(copy.receive("owner", new(0, 100)).unwrap(), held(100), "a new directory follows a log from 0");
+    assert_eq!(copy.receive("other", new(0, 10)).unwrap(), held(10));
+    let announced = Frame { resync: vec![1], ..new(10, 20) };
+    assert_eq!(copy.receive("other", announced).unwrap(), held(20));
+    copy.close();
+    drop(copy);
+
+    let copy = Store::open(dir.path(), durable()).unwrap();
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), &crashed.path().join("copy"));
+    assert_eq!(copy.receive("owner", next(100, 120)).unwrap(), held(120), "it goes on where it stood");
+    assert_eq!(
+        copy.receive("other", next(20, 30)).unwrap(),
+        Receipt::Behind { position: None },
+        "it awaited a snapshot"
+    );
+    assert_eq!(copy.receive("third", new(0, 5)).unwrap(), held(5), "a new owner's log from 0");
+    let crashed = Store::open(crashed.path().join("copy"), durable()).unwrap();
+    assert_eq!(crashed.receive("owner", new(120, 130)).unwrap(), Receipt::Behind { position: None }, "after a crash");
+}

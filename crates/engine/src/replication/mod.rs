@@ -19,6 +19,7 @@
 //! lack from it (its [`tail`]) so that every copy has the same records again.
 
 pub mod frame;
+pub mod positions;
 
 use std::{
     collections::{BTreeSet, HashMap, VecDeque},
@@ -26,6 +27,7 @@ use std::{
 };
 
 pub use frame::Frame;
+pub use positions::Positions;
 
 use crate::{
     commitlog::{
@@ -96,11 +98,19 @@ struct Source {
     stream_start: Option<u64>,
     /// The partitions whose snapshot came in since the current stream began.
     resynced: BTreeSet<u32>,
+    /// No frame of the owner's was taken, in a directory new when it first opened: this node's
+    /// copies of its partitions are empty, and its log from 0 follows them.
+    empty: bool,
     /// Where the owner's log is committed, as its last frame said.
     commit: u64,
 }
 
 impl Source {
+    /// A source whose log this node holds up to `position`, every transaction applied.
+    fn at(position: u64) -> Self {
+        Self { position: Some(position), since: Some(position), commit: position, ..Self::default() }
+    }
+
     fn refused(&self, lsn: u64) -> bool {
         self.refused.iter().any(|(from, to)| *from <= lsn && lsn < *to)
     }
@@ -132,12 +142,47 @@ impl Source {
 
 /// The owners this node keeps copies for, by node id.
 #[derive(Debug, Default)]
-pub struct Sources(Mutex<HashMap<String, Arc<Mutex<Source>>>>);
+pub struct Sources {
+    owners: Mutex<HashMap<String, Arc<Mutex<Source>>>>,
+    /// The directory was new when it first opened (and has not crashed since): its copies of
+    /// an owner it never took a frame from are empty, and that owner's log from 0 follows them.
+    untouched: bool,
+}
 
 impl Sources {
+    /// What a store opened finds: where its copies stood at its last clean close
+    /// ([`positions`], `None` after a crash: then nothing is known), or, for a directory
+    /// `created` now, that it never took a frame.
+    pub fn restored(positions: Option<Positions>, created: bool) -> Self {
+        let Some(positions) = positions else { return Self { untouched: created, ..Self::default() } };
+        let source = |at: Option<u64>| Arc::new(Mutex::new(at.map(Source::at).unwrap_or_default()));
+        let owners = positions.owners.into_iter().map(|(owner, at)| (owner, source(at)));
+        Self { owners: Mutex::new(owners.collect()), untouched: positions.untouched }
+    }
+
+    /// Where the copies stand, for the next open: known for the owners whose transactions are
+    /// all applied (none held, none awaiting a snapshot, the owner not sealed). Read before the
+    /// store applies what it holds at a clean close.
+    pub fn settled(&self) -> Positions {
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        let settled = owners.iter().map(|(owner, source)| {
+            let source = lock(source);
+            let clear = source.tentative.is_empty() && source.awaiting.is_empty() && !source.sealed;
+            (owner.clone(), source.position.filter(|_| clear))
+        });
+        Positions { untouched: self.untouched, owners: settled.collect() }
+    }
+
     fn of(&self, owner: &str) -> Arc<Mutex<Source>> {
-        let mut sources = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(sources.entry(owner.to_owned()).or_default())
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        let source = owners
+            .entry(owner.to_owned())
+            .or_insert_with(|| Arc::new(Mutex::new(Source { empty: self.untouched, ..Source::default() })));
+        Arc::clone(source)
+    }
+
+    fn all(&self) -> Vec<Arc<Mutex<Source>>> {
+        self.owners.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
 }
 
@@ -174,13 +219,15 @@ pub fn receive(
         source.awaiting.extend(announced);
         frame.new_stream = false;
     }
+    let follows = source.position.or(source.empty.then_some(0)) == Some(frame.from);
     match (frame.new_stream, source.position) {
         (_, position) if source.sealed => return Ok(Receipt::Behind { position }),
         // A new stream that does not begin where this copy's copy of the owner's log ends (the
-        // owner restarted while frames for this node waited): what lies between will not come,
-        // so every copy must come from a snapshot.
-        (true, Some(position)) if frame.from != position && !frame.resync_all => {
-            return Ok(Receipt::Behind { position: Some(position) });
+        // owner restarted while frames for this node waited), or of an owner whose log this
+        // node knows nothing of (it restarted after a crash): what lies between will not come,
+        // or may be missing, so every copy must come from a snapshot.
+        (true, position) if !follows && !frame.resync_all => {
+            return Ok(Receipt::Behind { position });
         }
         (true, _) => start_stream(&mut source, &frame),
         // Held already (an answer that was lost, or a frame that only says the commit moved).
@@ -218,6 +265,7 @@ fn start_stream(source: &mut Source, frame: &Frame) {
     source.refused.retain(|&(_, to)| to <= frame.from);
     source.commit = frame.commit;
     source.stream_start = Some(frame.from);
+    source.empty = false;
     source.position = Some(frame.from);
     source.since = Some(frame.from);
 }
@@ -317,8 +365,7 @@ fn apply_in_order(
 /// applied; a write a copy acknowledged must survive its restart, as after a crash, whose replay
 /// applies what the log holds).
 pub fn apply_held(sources: &Sources, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
-    let all: Vec<Arc<Mutex<Source>>> = sources.0.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
-    for source in all {
+    for source in sources.all() {
         let mut source = lock(&source);
         settle(&mut source, u64::MAX, log, apply)?;
     }
@@ -348,7 +395,7 @@ pub fn seal(sources: &Sources, owner: &str) -> Sealed {
 /// took a frame of `owner`'s since it started, `owner` is not sealed, and the partition is not
 /// waiting for a snapshot. Such a copy lags the owner by what is in flight, no more.
 pub fn follows(sources: &Sources, owner: &str, partition: u32) -> bool {
-    let known = sources.0.lock().unwrap_or_else(|p| p.into_inner()).get(owner).cloned();
+    let known = sources.owners.lock().unwrap_or_else(|p| p.into_inner()).get(owner).cloned();
     known.is_some_and(|source| {
         let source = lock(&source);
         source.position.is_some() && !source.sealed && !source.awaiting.contains(&partition)

@@ -230,7 +230,7 @@ impl Store {
             return Err(Error::NotADataDirectory { path: dir.as_ref().to_owned(), why: why.into() });
         }
         let manifest = Manifest::read(&layout.manifest())?;
-        Self::start(layout, config, manifest)
+        Self::start(layout, config, manifest, false)
     }
 
     /// Opens the data directory `dir` with `config`, creating it with `create` if it holds none
@@ -240,7 +240,8 @@ impl Store {
         create.validate()?;
         config.validate()?;
         let layout = Layout::new(dir.as_ref());
-        let manifest = if layout.exists() {
+        let created = !layout.exists();
+        let manifest = if !created {
             let manifest = Manifest::read(&layout.manifest())?;
             manifest.check_matches(&create, &layout.manifest())?;
             manifest
@@ -255,7 +256,7 @@ impl Store {
             );
             manifest
         };
-        Self::start(layout, config, manifest)
+        Self::start(layout, config, manifest, created)
     }
 
     /// The configuration in force.
@@ -467,6 +468,9 @@ impl Store {
     /// Stops background work, lets the writers commit everything queued, checkpoints and
     /// closes. Idempotent; dropping the store does the same.
     pub fn close(&self) {
+        // Before what the copies hold is applied: an owner's writes it may still refuse make
+        // its copies come from snapshots after the restart.
+        let positions = self.sources.settled();
         self.apply_held();
         self.lookups.close();
         if let Some((stop, thread)) = self.maintenance.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -504,6 +508,10 @@ impl Store {
                 tracing::warn!("keeping the commit log: a partition or the log failed; the next open replays it");
             } else if let Err(err) = log.close(&durable) {
                 tracing::warn!(%err, "could not remove the commit log at close; the next open replays it");
+            } else if let Err(err) =
+                crate::replication::positions::write(&self.layout.replication_positions(), &positions)
+            {
+                tracing::warn!(%err, "could not record where the copies stand; after the restart they come from snapshots");
             }
         }
         // Every partition is closed now: the session ends cleanly.

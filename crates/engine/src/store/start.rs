@@ -27,7 +27,7 @@ use crate::{
         writer::{self, Inline, Job, Load, Maintenance, PartitionWriter, Slot, WriterThread, Writing},
         Epoch, Partition,
     },
-    Config, Error, Result,
+    replication, Config, Error, Result,
 };
 
 /// A partition as opened: what readers share, its writer, and the epoch it kept (one moved here).
@@ -39,13 +39,15 @@ type WriterHandle = JoinHandle<Vec<PartitionWriter>>;
 impl Store {
     /// Opens the directory of `layout` and starts serving it, step by step; a comment says where
     /// a step's place in the order matters. Every thread is started before the store is handed
-    /// out, so nothing is served before the last step.
-    pub(super) fn start(layout: Layout, config: Config, mut manifest: Manifest) -> Result<Self> {
+    /// out, so nothing is served before the last step. `created`: this open created the
+    /// directory.
+    pub(super) fn start(layout: Layout, config: Config, mut manifest: Manifest, created: bool) -> Result<Self> {
         refuse_unready(&layout, &config)?;
         // Before any file is opened: each connection's cache and the file descriptors depend on it.
         let (config, memory) = sized(&layout, config, manifest.partitions)?;
         let threads = config.writer_threads.min(manifest.partitions as usize);
         let Opened { lock, parts, log } = open_partitions(&layout, &config, &mut manifest, threads)?;
+        let positions = replication::positions::take(&layout.replication_positions())?;
         let log = log.map(Arc::new);
         let index_pages = IndexPages::new(memory.index_pages);
         // Once every partition is open (an accepted loss starts a new epoch), before any writer
@@ -94,7 +96,7 @@ impl Store {
             lock: Mutex::new(Some(lock)),
             inline,
             flusher: Mutex::new(flusher),
-            sources: Default::default(),
+            sources: replication::Sources::restored(positions, created),
         })
     }
 }
