@@ -181,6 +181,12 @@ impl Replication {
         inner.last_degraded = Some(why.to_owned());
     }
 
+    /// Whether every copy node whose link is streaming holds everything shipped.
+    pub fn drained(&self) -> bool {
+        let inner = self.inner();
+        inner.links.values().all(|l| l.state != LinkState::Streaming || l.held >= inner.shipped)
+    }
+
     /// The copy nodes whose links are not streaming now (retrying, or behind).
     pub fn not_streaming(&self) -> Vec<String> {
         let inner = self.inner();

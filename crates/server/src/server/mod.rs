@@ -33,6 +33,8 @@ use service::handle;
 
 /// After a failed `accept` (say, out of file descriptors), wait this long before the next.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// How long a node of a cluster stopping waits for its copies to hold what it shipped.
+const DRAIN_WITHIN: Duration = Duration::from_secs(2);
 
 /// Serves the API over shardlite's SQLite engine: [`run`] with a [`SqliteBackend`] of `store`.
 /// Returns once the store is closed: every acknowledged write is durable (as the store's
@@ -130,6 +132,9 @@ pub async fn run_reloading(
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!("requests still in flight after the grace period; dropping their connections");
     }
+    if let Some(cluster) = &state.cluster {
+        drain(cluster).await;
+    }
     let opened = backend.name() != "opening";
     backend.close().await;
     match opened {
@@ -213,5 +218,21 @@ impl Open {
 impl Drop for Open {
     fn drop(&mut self) {
         self.gauge.dec();
+    }
+}
+
+/// Waits (at most [`DRAIN_WITHIN`]) until every copy node this node's links stream to holds
+/// everything shipped, so that a copy does not miss the last writes and need snapshots once this
+/// node restarts (its next stream begins past them).
+async fn drain(cluster: &Cluster) {
+    let deadline = tokio::time::Instant::now() + DRAIN_WITHIN;
+    while !cluster.replication().drained() {
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                "copies still lack writes this node shipped; they will come from snapshots after its restart"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

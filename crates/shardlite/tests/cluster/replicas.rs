@@ -450,3 +450,60 @@ async fn a_copy_that_missed_writes_before_its_owner_restarted_is_brought_up_to_d
         assert!(a.len() == b.len() && first.is_none(), "partition {p}: n2's copy is not n1's: {first:?}");
     }
 }
+
+/// An owner stopped cleanly while a copy still lacks its last writes (the copy paused, the
+/// frames for it waiting) waits until the copy holds them: after the owner's restart the copy
+/// goes on with its stream, no snapshot needed, and ends with the owner's records.
+#[tokio::test]
+async fn an_owner_stopping_cleanly_waits_for_its_copies_which_then_need_no_snapshot() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let serve = ["--replication-timeout-ms", "500"];
+    let mut nodes = three_copies(&etcd, dir.path(), &serve).await;
+    let http = client();
+    let hasher = nodes.hasher;
+    let of_n1 = move |i: &u32| initial_owner(hasher.locate(&key(*i)).partition) == "n1";
+    let n1 = nodes.server("n1").url.clone();
+    let put = |i: u32, v: &str| http.put(format!("{n1}/kv/{}", hex::encode(key(i)))).body(v.to_owned());
+    for i in (0..60).filter(of_n1) {
+        assert_eq!(put(i, "v1").send().await.unwrap().status(), 201);
+    }
+    // n2 pauses while n1's writes land on n1 and n3, and n1 is asked to stop; n2 goes on
+    // while n1 is stopping.
+    let n2 = nix::unistd::Pid::from_raw(i32::try_from(nodes.server("n2").pid()).unwrap());
+    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    for i in (0..200).filter(of_n1) {
+        assert!(put(i, "v2").send().await.unwrap().status().is_success(), "key {i}: n1 and n3 hold it");
+    }
+    let stopping = nodes.servers.remove("n1").unwrap();
+    let stopping = std::thread::spawn(move || stopping.stop());
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert!(stopping.join().unwrap().success(), "n1 stops cleanly");
+    nodes.start(&etcd, "n1", dir.path(), &serve).await;
+    super::failover::until("n1 takes writes again", || async {
+        put(0, "v3").send().await.is_ok_and(|a| a.status().is_success())
+    })
+    .await;
+    let link = |stats: &Value| {
+        let copies = stats["replication"]["copies"].as_array().cloned().unwrap_or_default();
+        copies.into_iter().find(|c| c["node"] == "n2")
+    };
+    super::failover::until("n2 holds everything n1 shipped", || async {
+        let stats = super::get_json(&format!("{n1}/stats")).await;
+        link(&stats).is_some_and(|c| c["state"] == "streaming" && c["behind_by"] == 0)
+    })
+    .await;
+    let stats = super::get_json(&format!("{n1}/stats")).await;
+    let n2_link = link(&stats).unwrap();
+    assert_eq!((&n2_link["sends_failed"], &n2_link["resyncing"]), (&Value::from(0), &Value::Array(vec![])), "{stats}");
+    for id in ["n1", "n2", "n3"] {
+        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
+    }
+    let (on_n1, on_n2) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n2")));
+    assert!(on_n1.1 && on_n2.1, "both pass check");
+    for p in (0..super::PARTITIONS).filter(|&p| initial_owner(p) == "n1") {
+        assert_eq!(on_n1.0[p as usize], on_n2.0[p as usize], "partition {p}: n2's copy is n1's");
+    }
+}
