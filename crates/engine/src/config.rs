@@ -235,8 +235,8 @@ pub struct Config {
     #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub lookup_threads: usize,
     /// A read that missed the record cache runs on its caller's thread, rather than a lookup
-    /// thread, while few reads take longer than this, µs; 0: never (every such read goes to a
-    /// lookup thread, and the writers always warm their rounds' records).
+    /// thread, while few reads take longer than this and read the disk, µs; 0: never (every
+    /// such read goes to a lookup thread, and the writers always warm their rounds' records).
     // A read from the page cache takes a few µs, one from flash at least about 50 (NVMe:
     // 70-100); `crate::inline_reads` has the rule.
     #[cfg_attr(feature = "cli", arg(hide = true, long))]
