@@ -383,28 +383,70 @@ async fn a_replica_killed_while_writes_land_is_brought_up_to_date_when_it_return
     for id in ["n1", "n3"] {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
     }
-    let (on_n1, on_n3) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n3")));
-    assert!(on_n1.1 && on_n3.1, "both pass check");
-    for p in (0..super::PARTITIONS).filter(|&p| initial_owner(p) == "n1") {
-        let (a, b) = (&on_n1.0[p as usize], &on_n3.0[p as usize]);
+    assert_same_copies(dir.path(), "n1", "n3");
+}
+
+/// `node`'s link as the owner at `url` reports it (`/stats`), if it has one.
+async fn link_to(url: &str, node: &str) -> Option<Value> {
+    let stats = super::get_json(&format!("{url}/stats")).await;
+    let copies = stats["replication"]["copies"].as_array().cloned().unwrap_or_default();
+    copies.into_iter().find(|c| c["node"] == node)
+}
+
+/// Waits until `node` holds everything the owner at `url` shipped (its link streaming, none of
+/// its copies coming from a snapshot); its link then.
+async fn until_holds_all(url: &str, node: &str) -> Value {
+    super::failover::until(&format!("{node} holds every write the owner shipped"), || async {
+        link_to(url, node).await.is_some_and(|c| {
+            c["state"] == "streaming" && c["behind_by"] == 0 && c["resyncing"].as_array().is_some_and(Vec::is_empty)
+        })
+    })
+    .await;
+    link_to(url, node).await.unwrap()
+}
+
+/// Both stopped, `copy`'s copies of the partitions `owner` first owned hold the owner's records,
+/// ids and counters, and both directories pass `check`.
+fn assert_same_copies(dir: &Path, owner: &str, copy: &str) {
+    let (held, copied) = (partitions_of(&dir.join(owner)), partitions_of(&dir.join(copy)));
+    assert!(held.1 && copied.1, "both pass check: {owner} {}, {copy} {}", held.1, copied.1);
+    for p in (0..super::PARTITIONS).filter(|&p| initial_owner(p) == owner) {
+        let (a, b) = (&held.0[p as usize], &copied.0[p as usize]);
         let first = a.iter().zip(b).position(|(x, y)| x != y).map(|at| (&a[at], &b[at]));
-        assert!(a.len() == b.len() && first.is_none(), "partition {p}: n1 and n3 differ: {first:?}");
+        assert!(a.len() == b.len() && first.is_none(), "partition {p}: {copy}'s copy is not {owner}'s: {first:?}");
     }
 }
 
+/// The flags of the nodes of [`with_n1_written`].
+const QUICK: [&str; 2] = ["--replication-timeout-ms", "500"];
+
+/// Etcd and three nodes (three copies, acks 2, [`QUICK`]) on `dir`, with the keys below 60 of
+/// n1's partitions written through n1.
+async fn with_n1_written(bin: &Path, dir: &Path) -> (etcd::Etcd, Nodes) {
+    let etcd = etcd::Etcd::start(bin, dir).await;
+    let nodes = three_copies(&etcd, dir, &QUICK).await;
+    for i in (0..60).filter(of(&nodes, "n1")) {
+        let put = client().put(nodes.server("n1").kv(&key(i))).body("v1").send().await.unwrap();
+        assert_eq!(put.status(), 201);
+    }
+    (etcd, nodes)
+}
+
+/// Whether key `i` is of a partition `owner` owned first.
+fn of(nodes: &Nodes, owner: &'static str) -> impl Fn(&u32) -> bool + Copy {
+    let hasher = nodes.hasher;
+    move |i| initial_owner(hasher.locate(&key(*i)).partition) == owner
+}
+
+/// A copy paused while its owner takes writes and restarts misses the frames the owner's old
+/// process held for it: the owner's new stream finds it behind, and its copies come from
+/// snapshots, ending with the owner's records.
 #[tokio::test]
 async fn a_copy_that_missed_writes_before_its_owner_restarted_is_brought_up_to_date() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
-    let serve = ["--replication-timeout-ms", "500"];
-    let mut nodes = three_copies(&etcd, dir.path(), &serve).await;
-    let http = client();
-    let hasher = nodes.hasher;
-    let of_n1 = move |i: &u32| initial_owner(hasher.locate(&key(*i)).partition) == "n1";
-    for i in (0..60).filter(of_n1) {
-        assert_eq!(http.put(nodes.server("n1").kv(&key(i))).body(format!("v{i}")).send().await.unwrap().status(), 201);
-    }
+    let (etcd, mut nodes) = with_n1_written(&bin, dir.path()).await;
+    let (http, of_n1, serve) = (client(), of(&nodes, "n1"), QUICK);
     // n2 stops answering (alive, its connections open) while n1's writes land on n1 and n3;
     // then n1 restarts, and n2 answers again. n1's frames for n2 went with its old process.
     let n2 = nix::unistd::Pid::from_raw(i32::try_from(nodes.server("n2").pid()).unwrap());
@@ -425,30 +467,11 @@ async fn a_copy_that_missed_writes_before_its_owner_restarted_is_brought_up_to_d
         })
         .await;
     }
-    super::failover::until("n2 holds every write n1 shipped", || {
-        let url = nodes.server("n1").at("/stats");
-        async move {
-            let stats = super::get_json(&url).await;
-            let copies = stats["replication"]["copies"].as_array().cloned().unwrap_or_default();
-            copies.iter().any(|c| c["node"] == "n2")
-                && copies.iter().all(|c| {
-                    c["state"] == "streaming"
-                        && c["behind_by"] == 0
-                        && c["resyncing"].as_array().is_some_and(Vec::is_empty)
-                })
-        }
-    })
-    .await;
+    until_holds_all(&nodes.server("n1").url, "n2").await;
     for id in ["n1", "n2", "n3"] {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
     }
-    let (on_n1, on_n2) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n2")));
-    assert!(on_n1.1 && on_n2.1, "both pass check: n1 {}, n2 {}", on_n1.1, on_n2.1);
-    for p in (0..super::PARTITIONS).filter(|&p| initial_owner(p) == "n1") {
-        let (a, b) = (&on_n1.0[p as usize], &on_n2.0[p as usize]);
-        let first = a.iter().zip(b).position(|(x, y)| x != y).map(|at| (&a[at], &b[at]));
-        assert!(a.len() == b.len() && first.is_none(), "partition {p}: n2's copy is not n1's: {first:?}");
-    }
+    assert_same_copies(dir.path(), "n1", "n2");
 }
 
 /// An owner stopped cleanly while a copy still lacks its last writes (the copy paused, the
@@ -458,17 +481,10 @@ async fn a_copy_that_missed_writes_before_its_owner_restarted_is_brought_up_to_d
 async fn an_owner_stopping_cleanly_waits_for_its_copies_which_then_need_no_snapshot() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
-    let serve = ["--replication-timeout-ms", "500"];
-    let mut nodes = three_copies(&etcd, dir.path(), &serve).await;
-    let http = client();
-    let hasher = nodes.hasher;
-    let of_n1 = move |i: &u32| initial_owner(hasher.locate(&key(*i)).partition) == "n1";
+    let (etcd, mut nodes) = with_n1_written(&bin, dir.path()).await;
+    let (http, of_n1, serve) = (client(), of(&nodes, "n1"), QUICK);
     let n1 = nodes.server("n1").url.clone();
     let put = |i: u32, v: &str| http.put(format!("{n1}/kv/{}", hex::encode(key(i)))).body(v.to_owned());
-    for i in (0..60).filter(of_n1) {
-        assert_eq!(put(i, "v1").send().await.unwrap().status(), 201);
-    }
     // n2 pauses while n1's writes land on n1 and n3, and n1 is asked to stop; n2 goes on
     // while n1 is stopping.
     let n2 = nix::unistd::Pid::from_raw(i32::try_from(nodes.server("n2").pid()).unwrap());
@@ -486,24 +502,10 @@ async fn an_owner_stopping_cleanly_waits_for_its_copies_which_then_need_no_snaps
         put(0, "v3").send().await.is_ok_and(|a| a.status().is_success())
     })
     .await;
-    let link = |stats: &Value| {
-        let copies = stats["replication"]["copies"].as_array().cloned().unwrap_or_default();
-        copies.into_iter().find(|c| c["node"] == "n2")
-    };
-    super::failover::until("n2 holds everything n1 shipped", || async {
-        let stats = super::get_json(&format!("{n1}/stats")).await;
-        link(&stats).is_some_and(|c| c["state"] == "streaming" && c["behind_by"] == 0)
-    })
-    .await;
-    let stats = super::get_json(&format!("{n1}/stats")).await;
-    let n2_link = link(&stats).unwrap();
-    assert_eq!((&n2_link["sends_failed"], &n2_link["resyncing"]), (&Value::from(0), &Value::Array(vec![])), "{stats}");
+    let n2_link = until_holds_all(&n1, "n2").await;
+    assert_eq!(n2_link["sends_failed"], 0, "no frame found n2 behind: {n2_link}");
     for id in ["n1", "n2", "n3"] {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
     }
-    let (on_n1, on_n2) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n2")));
-    assert!(on_n1.1 && on_n2.1, "both pass check");
-    for p in (0..super::PARTITIONS).filter(|&p| initial_owner(p) == "n1") {
-        assert_eq!(on_n1.0[p as usize], on_n2.0[p as usize], "partition {p}: n2's copy is n1's");
-    }
+    assert_same_copies(dir.path(), "n1", "n2");
 }
