@@ -24,6 +24,7 @@ pub mod positions;
 use std::{
     collections::{BTreeSet, HashMap, VecDeque},
     sync::{Arc, Mutex, MutexGuard},
+    time::{Duration, Instant},
 };
 
 pub use frame::Frame;
@@ -98,6 +99,8 @@ struct Source {
     stream_start: Option<u64>,
     /// The partitions whose snapshot came in since the current stream began.
     resynced: BTreeSet<u32>,
+    /// When this node last took a frame of the owner's (since it started).
+    heard: Option<Instant>,
     /// No frame of the owner's was taken, in a directory new when it first opened: this node's
     /// copies of its partitions are empty, and its log from 0 follows them.
     empty: bool,
@@ -234,6 +237,7 @@ pub fn receive(
         (false, Some(position)) if frame.to <= position => {
             source.learn(&frame);
             settle(&mut source, frame.commit, log, apply)?;
+            source.heard = Some(Instant::now());
             return Ok(Receipt::Held { position });
         }
         (false, Some(position)) if frame.from == position => {}
@@ -249,6 +253,7 @@ pub fn receive(
     source.position = Some(frame.to);
     source.learn(&frame);
     settle(&mut source, frame.commit, log, apply)?;
+    source.heard = Some(Instant::now());
     Ok(Receipt::Held { position: frame.to })
 }
 
@@ -391,15 +396,15 @@ pub fn seal(sources: &Sources, owner: &str) -> Sealed {
     Sealed { position: source.position, awaiting: source.awaiting.iter().copied().collect() }
 }
 
-/// Whether this node's copy of `partition`, kept for `owner`, follows the owner's stream: it
-/// took a frame of `owner`'s since it started, `owner` is not sealed, and the partition is not
-/// waiting for a snapshot. Such a copy lags the owner by what is in flight, no more.
-pub fn follows(sources: &Sources, owner: &str, partition: u32) -> bool {
-    let known = sources.owners.lock().unwrap_or_else(|p| p.into_inner()).get(owner).cloned();
-    known.is_some_and(|source| {
-        let source = lock(&source);
-        source.position.is_some() && !source.sealed && !source.awaiting.contains(&partition)
-    })
+/// If this node's copy of `partition`, kept for `owner`, follows the owner's stream (it took a
+/// frame of `owner`'s since it started, `owner` is not sealed, and the partition is not waiting
+/// for a snapshot), how long ago it last took one. Such a copy lags the owner by what is in
+/// flight, no more, while frames come (an idle owner sends one at least every 0.5 s).
+pub fn heard(sources: &Sources, owner: &str, partition: u32) -> Option<Duration> {
+    let known = sources.owners.lock().unwrap_or_else(|p| p.into_inner()).get(owner).cloned()?;
+    let source = lock(&known);
+    let heard = source.heard.filter(|_| !source.sealed && !source.awaiting.contains(&partition))?;
+    Some(heard.elapsed())
 }
 
 /// Takes `owner`'s frames again if a failover sealed it: it came back (its copies on this node

@@ -48,11 +48,11 @@ impl Store {
         replication::seal(&self.sources, owner)
     }
 
-    /// Whether this node's copy of `partition`, kept for `owner`, follows the owner's stream
-    /// (a frame taken since the start, the owner not sealed, no snapshot awaited): a read of it
-    /// lags the owner by what is in flight.
-    pub fn copy_follows(&self, owner: &str, partition: u32) -> bool {
-        replication::follows(&self.sources, owner, partition)
+    /// If this node's copy of `partition`, kept for `owner`, follows the owner's stream (a frame
+    /// taken since the start, the owner not sealed, no snapshot awaited), how long ago it took
+    /// the owner's last frame: a read of it lags the owner by what is in flight.
+    pub fn copy_heard(&self, owner: &str, partition: u32) -> Option<std::time::Duration> {
+        replication::heard(&self.sources, owner, partition)
     }
 
     /// Takes `owner`'s frames again if a failover sealed it (it came back): whether it was.

@@ -19,7 +19,7 @@ pub mod figures;
 pub mod sqlite;
 pub(crate) mod starting;
 
-use std::{future::Future, path::PathBuf, pin::Pin, sync::Arc};
+use std::{future::Future, path::PathBuf, pin::Pin, sync::Arc, time::Duration};
 
 use shardlite_engine::{
     backup::BackupOptions,
@@ -259,11 +259,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Box::pin(async move { Err(self.no_replicas()) })
     }
 
-    /// Whether this node's copy of `partition`, kept for `owner`, follows the owner's stream (a
-    /// read of it lags the owner by what is in flight); false without replicas.
-    fn copy_follows(&self, owner: &str, partition: u32) -> bool {
+    /// If this node's copy of `partition`, kept for `owner`, follows the owner's stream (a read
+    /// of it lags the owner by what is in flight), how long ago it took the owner's last frame;
+    /// `None` without replicas.
+    fn copy_heard(&self, owner: &str, partition: u32) -> Option<Duration> {
         let _ = (owner, partition);
-        false
+        None
     }
 
     /// Takes `owner`'s frames again if a failover sealed it (it came back): whether it was.

@@ -197,8 +197,8 @@ impl Backend for SqliteBackend {
         Box::pin(async move { Ok(self.store.seal(&owner)) })
     }
 
-    fn copy_follows(&self, owner: &str, partition: u32) -> bool {
-        self.store.copy_follows(owner, partition)
+    fn copy_heard(&self, owner: &str, partition: u32) -> Option<std::time::Duration> {
+        self.store.copy_heard(owner, partition)
     }
 
     fn unseal(&self, owner: String) -> BackendResult<bool> {

@@ -103,8 +103,8 @@ impl Backend for Starting {
         Box::pin(async move { self.opened()?.seal(owner).await })
     }
 
-    fn copy_follows(&self, owner: &str, partition: u32) -> bool {
-        self.opened().is_ok_and(|b| b.copy_follows(owner, partition))
+    fn copy_heard(&self, owner: &str, partition: u32) -> Option<std::time::Duration> {
+        self.opened().ok().and_then(|b| b.copy_heard(owner, partition))
     }
 
     fn unseal(&self, owner: String) -> BackendResult<bool> {

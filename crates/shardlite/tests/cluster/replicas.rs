@@ -95,15 +95,27 @@ async fn every_write_is_on_two_copies_before_its_answer_and_the_copies_end_ident
     assert_eq!(from_copy.text().await.unwrap(), format!("v{at_n1}"));
     let from_owner = http.get(nodes.server("n2").kv(&key(at_n1))).send().await.unwrap();
     assert!(from_owner.headers().get("shardlite-copy").is_none(), "by default the owner answers");
+    // An owner sends its copies a frame at least every 0.5 s: a copy heard from it within 2 s.
+    let bounded = http.get(nodes.server("n2").kv(&key(at_n1))).header("shardlite-read-from", "copy");
+    let from_copy = bounded.header("shardlite-max-staleness-ms", "2000").send().await.unwrap();
+    assert_eq!(from_copy.headers().get("shardlite-copy").map(|v| v.to_str().unwrap()), Some("n2"));
+    let bad = http.get(nodes.server("n2").kv(&key(at_n1))).header("shardlite-max-staleness-ms", "soon");
+    assert_eq!(bad.send().await.unwrap().status(), 400);
 
     // Killed: n3. n1's and n2's partitions still have two copies alive: their writes go on.
     nodes.servers.remove("n3").unwrap().kill();
     // n3's partitions: no owner to read from, but a copy (its owner is not sealed: no failover).
     let asked = http.get(nodes.server("n1").kv(&key(at_n3)));
     assert!(!asked.try_clone().unwrap().send().await.unwrap().status().is_success(), "the owner is dead");
-    let from_copy = asked.header("shardlite-read-from", "copy").send().await.unwrap();
+    let from_copy = asked.header("shardlite-read-from", "copy");
+    let bounded = from_copy.try_clone().unwrap().header("shardlite-max-staleness-ms", "1000");
+    let from_copy = from_copy.send().await.unwrap();
     assert_eq!(from_copy.headers().get("shardlite-copy").map(|v| v.to_str().unwrap()), Some("n1"));
     assert_eq!(from_copy.text().await.unwrap(), format!("v{at_n3}"), "n1's copy of n3's partition");
+    // More than 1 s without a frame from n3: a read bounded to 1 s is not the copy's.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let stale = bounded.send().await.unwrap();
+    assert!(stale.headers().get("shardlite-copy").is_none() && !stale.status().is_success(), "the owner is dead");
     let living = |i: &u32| initial_owner(nodes.partition(&key(*i))) != "n3";
     for i in (200..260).filter(living) {
         let put = http.put(nodes.server("n1").kv(&key(i))).body(format!("v{i}")).send().await.unwrap();

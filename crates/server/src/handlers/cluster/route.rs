@@ -16,7 +16,7 @@
 //! A read served here ([`read`]) keeps its answer only if no move gave the partition away while
 //! it ran, else it goes to the new owner (docs/cluster.md, "Reads racing the flip").
 
-use std::future::Future;
+use std::{future::Future, time::Duration};
 
 use bytes::Bytes;
 use hyper::{
@@ -76,7 +76,11 @@ pub async fn read<F>(
 where
     F: Future<Output = Result<Response, ApiError>>,
 {
-    if read_from::parse(&head.headers)? == ReadFrom::Copy && follows_here(state, cluster, partition) {
+    let copy = match read_from::parse(&head.headers)? {
+        ReadFrom::Copy(within) => follows_here(state, cluster, partition, within),
+        ReadFrom::Owner => false,
+    };
+    if copy {
         // Node ids are header-safe (the map checks them).
         let here = HeaderValue::from_str(cluster.node()).unwrap_or(HeaderValue::from_static("?"));
         return match serve().await {
@@ -108,15 +112,16 @@ const COPY: HeaderName = HeaderName::from_static("shardlite-copy");
 
 /// Whether this node keeps a copy of `partition` that the map names up to date and that follows
 /// its owner's stream: not the owner (its own reads are linearizable), not stale, not waiting
-/// for a snapshot, its owner not sealed (a failover under way).
-fn follows_here(state: &State, cluster: &Cluster, partition: u32) -> bool {
+/// for a snapshot, its owner not sealed (a failover under way), and a frame of the owner's taken
+/// `within` this long, if bounded.
+fn follows_here(state: &State, cluster: &Cluster, partition: u32, within: Option<Duration>) -> bool {
     let view = cluster.view();
     let (map, me) = (&view.map, cluster.node());
     let Some(owner) = map.owners.get(partition as usize) else { return false };
     owner != me
         && map.replicas_of(partition).iter().any(|n| n == me)
         && !map.is_stale(partition, me)
-        && state.backend.copy_follows(owner, partition)
+        && state.backend.copy_heard(owner, partition).is_some_and(|ago| within.is_none_or(|bound| ago <= bound))
 }
 
 /// The partition of a request for one partition: `/kv/{key}` by its key, `/keys` and
