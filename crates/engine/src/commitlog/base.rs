@@ -125,31 +125,28 @@ mod tests {
         assert!(matches!(read(&path, 3), Err(Error::Corrupt { .. })));
     }
 
-    #[test]
-    fn reads_the_format_with_positions_only() {
+    /// A base file of an older format `version`: `partitions`, then `words`, then its checksum.
+    fn older(version: u32, partitions: u32, words: &[u64]) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("commit.base");
         let mut bytes = MAGIC.to_vec();
-        bytes.extend_from_slice(&VERSION_POSITIONS_ONLY.to_le_bytes());
-        bytes.extend_from_slice(&2u32.to_le_bytes());
-        bytes.extend_from_slice(&7u64.to_le_bytes());
-        bytes.extend_from_slice(&8u64.to_le_bytes());
+        bytes.extend_from_slice(&version.to_le_bytes());
+        bytes.extend_from_slice(&partitions.to_le_bytes());
+        words.iter().for_each(|w| bytes.extend_from_slice(&w.to_le_bytes()));
         bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
         std::fs::write(&path, bytes).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn reads_the_format_with_positions_only() {
+        let (_dir, path) = older(VERSION_POSITIONS_ONLY, 2, &[7, 8]);
         assert_eq!(read(&path, 2).unwrap(), Some(Base { end: 0, durable: durable(&[(7, 0), (8, 0)]) }));
     }
 
     #[test]
     fn reads_the_format_without_the_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("commit.base");
-        let mut bytes = MAGIC.to_vec();
-        bytes.extend_from_slice(&VERSION_WITHOUT_END.to_le_bytes());
-        bytes.extend_from_slice(&1u32.to_le_bytes());
-        bytes.extend_from_slice(&7u64.to_le_bytes());
-        bytes.extend_from_slice(&3u64.to_le_bytes());
-        bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
-        std::fs::write(&path, bytes).unwrap();
+        let (_dir, path) = older(VERSION_WITHOUT_END, 1, &[7, 3]);
         assert_eq!(read(&path, 1).unwrap(), Some(Base { end: 0, durable: durable(&[(7, 3)]) }));
     }
 }

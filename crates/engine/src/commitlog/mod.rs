@@ -543,9 +543,8 @@ impl CommitLog {
     /// `durable` in the base file and removes every segment.
     pub fn close(&self, durable: &[Durable]) -> Result<()> {
         layout::sync_filesystem(&self.dir, self.layout.dir())?;
-        let end = self.lock().end;
-        base::write(&self.layout.log_base(), end, durable)?;
         let st = self.lock();
+        base::write(&self.layout.log_base(), st.end, durable)?;
         // The current segment is kept as the next session's first (a spare), if none is kept.
         for segment in [&st.segment].into_iter().chain(st.closed.iter().map(|(s, _)| s)) {
             retire(&self.layout, &segment.path)?;

@@ -131,25 +131,25 @@ impl Frame {
     }
 }
 
-/// A cursor over a frame; `None` past its end.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// A cursor over a frame (or another of replication's little-endian files); `None` past its end.
+pub(super) struct Cursor<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) at: usize,
 }
 
 impl Cursor<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
+    pub(super) fn take(&mut self, n: usize) -> Option<&[u8]> {
         let end = self.at.checked_add(n).filter(|&end| end <= self.bytes.len())?;
         let out = &self.bytes[self.at..end];
         self.at = end;
         Some(out)
     }
 
-    fn u32(&mut self) -> Option<u32> {
+    pub(super) fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
 
-    fn u64(&mut self) -> Option<u64> {
+    pub(super) fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
 }

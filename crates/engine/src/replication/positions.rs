@@ -21,6 +21,7 @@
 
 use std::path::Path;
 
+use super::frame::Cursor;
 use crate::{layout, Error, Result};
 
 const MAGIC: &[u8; 8] = b"SHLTRPOS";
@@ -76,26 +77,20 @@ fn decode(bytes: &[u8]) -> Option<Positions> {
     if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().ok()?) || body.get(..8)? != MAGIC {
         return None;
     }
-    let mut at = 8;
-    let mut take = |n: usize| {
-        let part = body.get(at..at + n);
-        at += n;
-        part
-    };
-    let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("four bytes"));
-    if word(take(4)?) != VERSION {
+    let mut r = Cursor { bytes: body, at: MAGIC.len() };
+    if r.u32()? != VERSION {
         return None;
     }
-    let untouched = word(take(4)?) == 1;
-    let owners = (0..word(take(4)?))
+    let untouched = r.u32()? == 1;
+    let owners = (0..r.u32()?)
         .map(|_| {
-            let len = u16::from_le_bytes(take(2)?.try_into().ok()?) as usize;
-            let owner = String::from_utf8(take(len)?.to_vec()).ok()?;
-            let position = u64::from_le_bytes(take(8)?.try_into().ok()?);
+            let len = u16::from_le_bytes(r.take(2)?.try_into().ok()?) as usize;
+            let owner = String::from_utf8(r.take(len)?.to_vec()).ok()?;
+            let position = r.u64()?;
             Some((owner, (position != UNKNOWN).then_some(position)))
         })
         .collect::<Option<Vec<_>>>()?;
-    (at == body.len()).then_some(Positions { untouched, owners })
+    (r.at == body.len()).then_some(Positions { untouched, owners })
 }
 
 #[cfg(test)]

@@ -417,6 +417,27 @@ async fn until_holds_all(url: &str, node: &str) -> Value {
     link_to(url, node).await.unwrap()
 }
 
+/// Stops node `id` (SIGSTOP): alive, its connections open, answering nothing until [`resume`].
+fn pause(nodes: &Nodes, id: &str) -> nix::unistd::Pid {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(nodes.server(id).pid()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    pid
+}
+
+/// Lets a node [`pause`] stopped go on (SIGCONT).
+fn resume(pid: nix::unistd::Pid) {
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+}
+
+/// Stops every node cleanly, then compares `copy`'s copies of `owner`'s partitions with the
+/// owner's ([`assert_same_copies`]).
+fn stop_and_compare(nodes: &mut Nodes, dir: &Path, owner: &str, copy: &str) {
+    for id in ["n1", "n2", "n3"] {
+        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
+    }
+    assert_same_copies(dir, owner, copy);
+}
+
 /// Both stopped, `copy`'s copies of the partitions `owner` first owned hold the owner's records,
 /// ids and counters, and both directories pass `check`.
 fn assert_same_copies(dir: &Path, owner: &str, copy: &str) {
@@ -461,14 +482,13 @@ async fn a_copy_that_missed_writes_before_its_owner_restarted_is_brought_up_to_d
     let (http, of_n1, serve) = (client(), of(&nodes, "n1"), QUICK);
     // n2 stops answering (alive, its connections open) while n1's writes land on n1 and n3;
     // then n1 restarts, and n2 answers again. n1's frames for n2 went with its old process.
-    let n2 = nix::unistd::Pid::from_raw(i32::try_from(nodes.server("n2").pid()).unwrap());
-    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let n2 = pause(&nodes, "n2");
     for i in (0..300).filter(of_n1) {
         let put = http.put(nodes.server("n1").kv(&key(i))).body(format!("w{i}")).send().await.unwrap();
         assert!(put.status().is_success(), "key {i}: n1 and n3 hold it");
     }
     assert!(nodes.servers.remove("n1").unwrap().stop().success(), "n1 stops cleanly");
-    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGCONT).unwrap();
+    resume(n2);
     nodes.start(&etcd, "n1", dir.path(), &serve).await;
     // The first writes after the restart start n1's new stream to n2, which must not take it as
     // following what it holds.
@@ -480,10 +500,7 @@ async fn a_copy_that_missed_writes_before_its_owner_restarted_is_brought_up_to_d
         .await;
     }
     until_holds_all(&nodes.server("n1").url, "n2").await;
-    for id in ["n1", "n2", "n3"] {
-        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
-    }
-    assert_same_copies(dir.path(), "n1", "n2");
+    stop_and_compare(&mut nodes, dir.path(), "n1", "n2");
 }
 
 /// An owner stopped cleanly while a copy still lacks its last writes (the copy paused, the
@@ -499,15 +516,14 @@ async fn an_owner_stopping_cleanly_waits_for_its_copies_which_then_need_no_snaps
     let put = |i: u32, v: &str| http.put(format!("{n1}/kv/{}", hex::encode(key(i)))).body(v.to_owned());
     // n2 pauses while n1's writes land on n1 and n3, and n1 is asked to stop; n2 goes on
     // while n1 is stopping.
-    let n2 = nix::unistd::Pid::from_raw(i32::try_from(nodes.server("n2").pid()).unwrap());
-    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let n2 = pause(&nodes, "n2");
     for i in (0..200).filter(of_n1) {
         assert!(put(i, "v2").send().await.unwrap().status().is_success(), "key {i}: n1 and n3 hold it");
     }
     let stopping = nodes.servers.remove("n1").unwrap();
     let stopping = std::thread::spawn(move || stopping.stop());
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGCONT).unwrap();
+    resume(n2);
     assert!(stopping.join().unwrap().success(), "n1 stops cleanly");
     nodes.start(&etcd, "n1", dir.path(), &serve).await;
     super::failover::until("n1 takes writes again", || async {
@@ -516,15 +532,12 @@ async fn an_owner_stopping_cleanly_waits_for_its_copies_which_then_need_no_snaps
     .await;
     let n2_link = until_holds_all(&n1, "n2").await;
     assert_eq!(n2_link["sends_failed"], 0, "no frame found n2 behind: {n2_link}");
-    for id in ["n1", "n2", "n3"] {
-        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
-    }
-    assert_same_copies(dir.path(), "n1", "n2");
+    stop_and_compare(&mut nodes, dir.path(), "n1", "n2");
 }
 
 /// A copy stopped cleanly while its owner takes no writes (all it holds applied) knows where it
-/// stood in the owner's log after its restart: the owner's frames that waited for it go on from there, no snapshot
-/// needed, and it ends with the owner's records.
+/// stood in the owner's log after its restart: the owner's frames that waited for it go on from
+/// there, no snapshot needed, and it ends with the owner's records.
 #[tokio::test]
 async fn a_copy_restarted_cleanly_goes_on_with_its_owners_stream() {
     let Some(bin) = etcd::binary() else { return };
@@ -545,8 +558,5 @@ async fn a_copy_restarted_cleanly_goes_on_with_its_owners_stream() {
     let n2_link = until_holds_all(&n1, "n2").await;
     let why = n2_link["last_error"].as_str().unwrap_or_default();
     assert!(!why.contains("behind"), "n2 followed on from where it stood: {n2_link}");
-    for id in ["n1", "n2", "n3"] {
-        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
-    }
-    assert_same_copies(dir.path(), "n1", "n2");
+    stop_and_compare(&mut nodes, dir.path(), "n1", "n2");
 }

@@ -63,11 +63,9 @@ impl Link {
 struct Stream {
     /// The next frame starts a new stream.
     new: bool,
-    /// The copy was behind: every partition's copy comes from a snapshot.
+    /// The copy was behind: every partition's copy comes from a snapshot, announced by the new
+    /// stream until the copy takes it.
     behind: bool,
-    /// The new stream under way announces every partition's copy (the copy was behind), until
-    /// the copy takes it.
-    all: bool,
     /// The partitions announced in this stream (their snapshots sent, or to be).
     announced: BTreeSet<u32>,
     /// Bumped by each new stream the copy took: the snapshots sent for an earlier one stop.
@@ -105,12 +103,11 @@ impl Stream {
             self.announced.clear();
         }
         frame.new_stream = true;
-        self.all |= self.behind;
-        frame.resync_all = self.all;
+        frame.resync_all = self.behind;
         frame.resync = shared.state.resync(node, &fresh);
         tracing::debug!(node, from = frame.from, resync = ?frame.resync, "a new stream of frames");
         self.announced.extend(&fresh);
-        (self.new, self.behind) = (true, false);
+        self.new = true;
     }
 
     /// The copy took a new stream's first frame: the snapshots it announced are sent (those of
@@ -122,14 +119,13 @@ impl Stream {
             let generation = (Arc::clone(&self.generation), at);
             tokio::spawn(resync::copies(Arc::clone(shared), node.to_owned(), partitions, generation));
         }
-        (self.new, self.all) = (false, false);
+        (self.new, self.behind) = (false, false);
     }
 }
 
 /// Sends the node its frames in order; see the module's doc.
 async fn run(shared: Arc<Shared>, node: String, mut queue: mpsc::UnboundedReceiver<Queued>) {
-    let mut stream =
-        Stream { new: true, behind: false, all: false, announced: BTreeSet::new(), generation: Arc::default() };
+    let mut stream = Stream { new: true, behind: false, announced: BTreeSet::new(), generation: Arc::default() };
     let mut waiting: Vec<Queued> = Vec::new();
     let mut retry = RETRY_FIRST;
     // Where the owner's log stands in the last frame sent: an idle link's new stream starts there.
