@@ -361,9 +361,14 @@ async fn a_killed_owner_fails_over_to_its_most_advanced_copy_with_every_acknowle
     }
 }
 
+/// Writes landing while a replica is away: `SHARDLITE_TEST_AWAY_WRITES` (600 here;
+/// `scripts/cluster-replica-away.sh` lands 100,000).
+const AWAY_WRITES: u32 = 600;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_killed_while_writes_land_is_brought_up_to_date_when_it_returns() {
     let Some(bin) = etcd::binary() else { return };
+    let writes = std::env::var("SHARDLITE_TEST_AWAY_WRITES").ok().map_or(AWAY_WRITES, |w| w.parse().unwrap());
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
     let mut nodes = three_copies(&etcd, dir.path(), &["--replication-timeout-ms", "1000"]).await;
@@ -373,29 +378,40 @@ async fn a_replica_killed_while_writes_land_is_brought_up_to_date_when_it_return
     for i in (0..100).filter(of_n1_n2) {
         assert_eq!(http.put(nodes.server("n1").kv(&key(i))).body(format!("v{i}")).send().await.unwrap().status(), 201);
     }
-    // n3 is away while more writes land, updates of the first ones among them.
+    // n3 is away while more writes land through n1 and n2, updates of the first ones among them.
     nodes.servers.remove("n3").unwrap().kill();
-    for i in (0..600).filter(of_n1_n2) {
-        let put = http.put(nodes.server("n2").kv(&key(i))).body(format!("w{i}")).send().await.unwrap();
-        assert!(put.status().is_success(), "key {i}: two copies are alive");
-    }
-    nodes.start(&etcd, "n3", dir.path(), &["--replication-timeout-ms", "1000"]).await;
-    // Brought up to date from snapshots, n3 holds writes for n1 and n2 again: with n2 stopped,
-    // n1's partitions take writes (held by n1 and n3).
-    assert!(nodes.servers.remove("n2").unwrap().stop().success());
-    let n1_keys: Vec<u32> = (0..600).filter(|i| initial_owner(nodes.partition(&key(*i))) == "n1").collect();
-    // Each partition's copy is brought up in turn: a write to it succeeds once its is.
-    for &i in &n1_keys {
-        super::failover::until("n3 holds n1's writes again", || {
-            let (http, url) = (http.clone(), nodes.server("n1").kv(&key(i)));
-            async move { http.put(url).body(format!("x{i}")).send().await.unwrap().status().is_success() }
+    let started = std::time::Instant::now();
+    let keys: Vec<u32> = (0..).filter(of_n1_n2).take(writes as usize).collect();
+    let writers = (0..8).map(|w: usize| {
+        let (http, via) = (http.clone(), nodes.server(["n1", "n2"][w % 2]).url.clone());
+        let mine: Vec<u32> = keys.iter().copied().skip(w).step_by(8).collect();
+        tokio::spawn(async move {
+            for i in mine {
+                let put = http.put(format!("{via}/kv/{}", hex::encode(key(i)))).body(format!("w{i}")).send().await;
+                assert!(put.unwrap().status().is_success(), "key {i}: two copies are alive");
+            }
         })
-        .await;
+    });
+    for writer in writers.collect::<Vec<_>>() {
+        writer.await.unwrap();
     }
+    println!("{writes} writes landed with n3 away in {:.1?}", started.elapsed());
+    let returned = std::time::Instant::now();
+    nodes.start(&etcd, "n3", dir.path(), &["--replication-timeout-ms", "1000"]).await;
+    for owner in ["n1", "n2"] {
+        until_holds_all(&nodes.server(owner).url, "n3").await;
+    }
+    println!("n3 held every write of n1 and n2 {:.1?} after it was started again", returned.elapsed());
+    // n3 now holds writes for its owners: with n2 stopped, n1's partitions take writes (held by
+    // n1 and n3).
+    assert!(nodes.servers.remove("n2").unwrap().stop().success());
+    let i = keys.iter().copied().find(of(&nodes, "n1")).unwrap();
+    assert!(http.put(nodes.server("n1").kv(&key(i))).body("x").send().await.unwrap().status().is_success());
     for id in ["n1", "n3"] {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
     }
     assert_same_copies(dir.path(), "n1", "n3");
+    assert_same_copies(dir.path(), "n2", "n3");
 }
 
 /// `node`'s link as the owner at `url` reports it (`/stats`), if it has one.
