@@ -7,16 +7,22 @@
 # straight to its key's owner by `GET /cluster`), inserts of new keys on CONNS connections for
 # DURATION s; printed per run: inserts/s, p50, p99, errors, the three nodes' CPU per insert
 # (/proc/PID/stat around the run, warm-up included), and the copied over the plain figures.
+# Then, with POSTGRES=1, each round also runs `shardlite bench matrix --spawn-postgres
+# --pg-standby`: PostgreSQL with one synchronous standby on this machine (every commit flushed
+# on both) behind the same HTTP server, the same inserts (pool PG_POOL), beside one shardlite
+# server (`immediate`: its defaults); printed: its inserts/s, p50, p99, and the copied cluster
+# over it.
 #
 # usage: scripts/cluster-replicas-measure.sh   env: PARTITIONS (256), ROUNDS (2), CONNS (100),
-#   DURATION (5), WARMUP (1)
-# Needs: etcd (ETCD), curl, python3, a release build (BIN). Only 127.0.0.1; every process stops
-# with the script, and its files go with it.
+#   DURATION (5), WARMUP (1), POSTGRES (0), PG_POOL (16)
+# Needs: etcd (ETCD), curl, python3, a release build (BIN); PostgreSQL's binaries for POSTGRES=1.
+# Only 127.0.0.1; every process stops with the script, and its files go with it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${BIN:-$here/../target/release/shardlite}
 etcd=${ETCD:-etcd}
 parts=${PARTITIONS:-256} rounds=${ROUNDS:-2} conns=${CONNS:-100} secs=${DURATION:-5} warmup=${WARMUP:-1}
+postgres=${POSTGRES:-0} pg_pool=${PG_POOL:-16}
 # shellcheck source=cluster-etcd.sh
 source "$here/cluster-etcd.sh"
 
@@ -68,4 +74,19 @@ for round in $(seq "$rounds"); do
   read -r copied c50 c99 cerrors ccpu <<<"$(measure copied)"
   echo "round $round copied: $copied inserts/s, p50 $c50 ms, p99 $c99 ms, $cerrors errors, $ccpu us of the nodes' CPU each;" \
     "copied/plain: rate $(python3 -c "print(round($copied / $plain, 2))"), CPU $(python3 -c "print(round($ccpu / $cpu, 2))")"
+  [ "$postgres" = 1 ] || continue
+  "$bin" bench matrix --configs immediate --workloads insert --records 0 --partitions "$parts" \
+    --concurrency "$conns" --duration "$secs" --warmup "$warmup" --spawn-postgres --pg-standby \
+    --pg-pool-size "$pg_pool" --json >"$dir/matrix.json" 2>"$dir/matrix.log"
+  read -r pg p50 p99 errors one <<<"$(python3 - "$dir/matrix.json" <<'PY'
+import json, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+pg = next(r for r in runs if r["name"].endswith("[postgres-standby]"))
+one = next(r for r in runs if r["name"].endswith("[immediate]"))
+print(round(pg["queries_per_sec"]), pg["latency_ms"]["p50"], pg["latency_ms"]["p99"], pg["error_total"],
+      round(one["queries_per_sec"]))
+PY
+)"
+  echo "round $round PostgreSQL + sync standby (pool $pg_pool): $pg inserts/s, p50 $p50 ms, p99 $p99 ms, $errors errors;" \
+    "one shardlite server: $one inserts/s; copied/PostgreSQL: $(python3 -c "print(round($copied / $pg, 2))")"
 done

@@ -90,6 +90,10 @@ pub fn find(key: &str) -> Result<Config, String> {
 /// The key and label of the PostgreSQL row (`--with-postgres`, `--spawn-postgres`).
 pub const POSTGRES: (&str, &str) = ("postgres", "PostgreSQL");
 
+/// The PostgreSQL row's key and label when its spawned cluster has a synchronous standby
+/// (`--pg-standby`).
+pub const POSTGRES_STANDBY: (&str, &str) = ("postgres-standby", "PostgreSQL + sync standby");
+
 impl MatrixRow {
     /// The row of `config` whose runs are `runs`.
     pub fn new(config: &Config, runs: Vec<usize>) -> Self {
@@ -103,9 +107,10 @@ impl MatrixRow {
         }
     }
 
-    /// The PostgreSQL row: a server with `serve_args` (its `--backend`, password hidden).
-    pub fn postgres(serve_args: Vec<String>, runs: Vec<usize>) -> Self {
-        let (key, label) = POSTGRES;
+    /// The PostgreSQL row ([`POSTGRES`] or [`POSTGRES_STANDBY`]: `name`): a server with
+    /// `serve_args` (its `--backend`, password hidden).
+    pub fn postgres(name: (&str, &str), serve_args: Vec<String>, runs: Vec<usize>) -> Self {
+        let (key, label) = name;
         let (key, label, backend, index) =
             (key.to_owned(), label.to_owned(), "postgres".to_owned(), "btree".to_owned());
         Self { key, label, backend, index, serve_args, runs }

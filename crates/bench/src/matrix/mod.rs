@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use shardlite_engine::CreateOptions;
 
-pub use configs::{find, Config, CONFIGS, POSTGRES};
+pub use configs::{find, Config, CONFIGS, POSTGRES, POSTGRES_STANDBY};
 
 use crate::{
     measure::{new_report, runtime, spawned, write_html, Measure, Spawn},
@@ -120,7 +120,7 @@ pub fn run(m: &MatrixArgs) -> anyhow::Result<()> {
         if let Some(target) = &postgres {
             let first = runs.len();
             let serve_args = target.measure(&measure, m.records, m.partitions, &workloads, &mut runs).await?;
-            rows.push(MatrixRow::postgres(serve_args, (first..runs.len()).collect()));
+            rows.push(MatrixRow::postgres(target.name(), serve_args, (first..runs.len()).collect()));
         }
         anyhow::Ok((runs, rows))
     })?;

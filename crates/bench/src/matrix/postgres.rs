@@ -10,7 +10,7 @@ use shardlite_postgres::{cluster::BENCH_TUNING, Cluster};
 use crate::{
     cost::{Local, ServerStats},
     http::Target,
-    matrix::POSTGRES,
+    matrix::{POSTGRES, POSTGRES_STANDBY},
     measure::{run_workloads, Measure},
     preload::{self, DataSet},
     report::{RunReport, ServerInfo},
@@ -32,6 +32,11 @@ pub struct PostgresArgs {
     /// pg_ctl), tuned for the benchmark and removed afterwards (docs/bench.md).
     #[arg(long)]
     spawn_postgres: bool,
+    /// With `--spawn-postgres`: the cluster has a synchronous standby, a second server on this
+    /// machine streaming its WAL, and every commit waits until the standby has flushed it
+    /// (`synchronous_standby_names`, `synchronous_commit = on`; docs/bench.md).
+    #[arg(long)]
+    pg_standby: bool,
     /// Connections of the PostgreSQL server's pool [default: one per core].
     #[arg(long)]
     pg_pool_size: Option<usize>,
@@ -43,19 +48,28 @@ pub struct PostgresRow {
     url: String,
     cluster: Option<Cluster>,
     pool_size: usize,
+    standby: bool,
 }
 
 impl PostgresArgs {
     /// The row's server, if one was asked for: a throwaway cluster is started now.
     pub fn prepare(&self) -> anyhow::Result<Option<PostgresRow>> {
         anyhow::ensure!(self.pg_pool_size != Some(0), "--pg-pool-size must be positive");
+        anyhow::ensure!(
+            !self.pg_standby || self.spawn_postgres,
+            "--pg-standby gives the cluster --spawn-postgres starts a standby: add --spawn-postgres"
+        );
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let pool_size = self.pg_pool_size.unwrap_or(cores);
         Ok(match (&self.with_postgres, self.spawn_postgres) {
-            (Some(url), _) => Some(PostgresRow { url: url.clone(), cluster: None, pool_size }),
+            (Some(url), _) => Some(PostgresRow { url: url.clone(), cluster: None, pool_size, standby: false }),
             (None, true) => {
-                let cluster = Cluster::start(BENCH_TUNING)?;
-                Some(PostgresRow { url: cluster.url.clone(), cluster: Some(cluster), pool_size })
+                let cluster = match self.pg_standby {
+                    true => Cluster::start_with_standby(BENCH_TUNING)?,
+                    false => Cluster::start(BENCH_TUNING)?,
+                };
+                let url = cluster.url.clone();
+                Some(PostgresRow { url, cluster: Some(cluster), pool_size, standby: self.pg_standby })
             }
             (None, false) => None,
         })
@@ -63,6 +77,15 @@ impl PostgresArgs {
 }
 
 impl PostgresRow {
+    /// The row's key and label.
+    pub fn name(&self) -> (&'static str, &'static str) {
+        if self.standby {
+            POSTGRES_STANDBY
+        } else {
+            POSTGRES
+        }
+    }
+
     /// Spawns `serve --backend` on a fresh table, loads `records` through `POST /batch`, runs
     /// the workloads, stops the server and drops the table. Returns the server's flags as
     /// reported (no password).
@@ -77,7 +100,7 @@ impl PostgresRow {
         let exe = std::env::current_exe()?;
         let table = shardlite_postgres::fresh_table();
         let shown = serve_args(&shardlite_postgres::redact(&self.url), &table, partitions, self.pool_size);
-        eprintln!("configuration {}: {}", POSTGRES.1, shown.join(" "));
+        eprintln!("configuration {}: {}", self.name().1, shown.join(" "));
         let server =
             ServerProcess::start(&exe, None, &serve_args(&self.url, &table, partitions, self.pool_size)).await?;
         // The cluster's data directory, if spawned (for its disk).
@@ -96,7 +119,7 @@ impl PostgresRow {
             eprintln!("loading {records} records through POST /batch");
             preload::load(&target, data).await?;
             wait_for_count(&target, records).await?;
-            let suffix = format!(" [{}]", POSTGRES.0);
+            let suffix = format!(" [{}]", self.name().0);
             run_workloads(measure, &target, None, &local, &info, workloads, &suffix, runs).await
         }
         .await;
@@ -158,6 +181,9 @@ mod tests {
         assert_eq!(m.measure().concurrency, [4]);
         let err = parse(&["--with-postgres", "postgres://x", "--spawn-postgres"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let err = parse(&["--with-postgres", "postgres://x", "--pg-standby"]).unwrap().postgres.prepare().err();
+        assert!(err.unwrap().to_string().contains("add --spawn-postgres"), "a standby only for a spawned cluster");
+        assert!(parse(&["--spawn-postgres", "--pg-standby"]).unwrap().postgres.pg_standby);
     }
 
     #[test]

@@ -102,7 +102,7 @@ mod tests {
             concurrency: vec![10, 100],
             configurations: vec![
                 MatrixRow::new(&find("immediate").unwrap(), vec![0, 1, 2]),
-                MatrixRow::postgres(pg_args.clone(), vec![3]),
+                MatrixRow::postgres(crate::matrix::POSTGRES, pg_args.clone(), vec![3]),
             ],
         };
         let pg = &matrix.configurations[1];

@@ -6,7 +6,8 @@
 //! and removed when its handle is dropped, even after an error (or, once [`Cluster::keep`]
 //! let it outlive the process, by [`Cluster::stop_kept`]). Also the benchmark's and tests' own
 //! table names ([`fresh_table`]) and their removal ([`drop_table`]), so that runs against a
-//! user's server see none of each other's data.
+//! user's server see none of each other's data. A cluster may have a synchronous standby
+//! ([`standby`]).
 
 use std::{
     fmt::Write as _,
@@ -18,6 +19,8 @@ use std::{
 };
 
 use anyhow::Context;
+
+mod standby;
 
 /// The PostgreSQL role the cluster is created for (trust authentication, loopback only).
 const ROLE: &str = "shardlite";
@@ -54,6 +57,9 @@ pub struct Cluster {
     bin: PathBuf,
     /// `postgres://shardlite@127.0.0.1:PORT/postgres`.
     pub url: String,
+    port: u16,
+    /// The port of the standby [`Cluster::start_with_standby`] started in [`standby::DIR`].
+    standby: Option<u16>,
     owner: Option<Owner>,
     /// Removed (with the cluster's files) after the server stopped: fields drop after `drop`.
     dir: tempfile::TempDir,
@@ -77,25 +83,27 @@ impl Cluster {
         if let Some(o) = owner {
             nix::unistd::chown(dir.path(), Some(o.uid.into()), Some(o.gid.into()))?;
         }
-        // A free port: bind port 0, note it, release it (as for the spawned server).
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = free_port()?;
         let url = format!("postgres://{ROLE}@127.0.0.1:{port}/postgres");
-        let cluster = Self { bin, url, owner, dir, kept: false };
+        let cluster = Self { bin, url, port, standby: None, owner, dir, kept: false };
         let data = cluster.data();
         cluster.run("initdb", |c| {
             c.arg("-D").arg(&data).args(["-U", ROLE, "--auth=trust", "-E", "UTF8", "--no-sync"]);
         })?;
-        let conf = data.join("postgresql.conf");
-        let mut text = std::fs::read_to_string(&conf).with_context(|| format!("reading {}", conf.display()))?;
-        text.push_str(&conf_lines(settings, port, cluster.dir.path()));
-        std::fs::write(&conf, text).with_context(|| format!("writing {}", conf.display()))?;
-        let log = cluster.dir.path().join("server.log");
-        cluster
-            .run("pg_ctl", |c| {
-                c.arg("-D").arg(&data).arg("-l").arg(&log).args(["-w", "-t", "60", "start"]);
-            })
-            .with_context(|| format!("its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default()))?;
+        append(&data.join("postgresql.conf"), &conf_lines(settings, port, cluster.dir.path()))?;
+        cluster.start_server(&data, "server.log")?;
         Ok(cluster)
+    }
+
+    /// `pg_ctl start` of the server whose data directory is `data`, logging to `log` in the
+    /// cluster's directory.
+    fn start_server(&self, data: &Path, log: &str) -> anyhow::Result<()> {
+        let log = self.dir.path().join(log);
+        self.run("pg_ctl", |c| {
+            c.arg("-D").arg(data).arg("-l").arg(&log).args(["-w", "-t", "60", "start"]);
+        })
+        .map(drop)
+        .with_context(|| format!("its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default()))
     }
 
     /// The cluster's data directory.
@@ -112,30 +120,52 @@ impl Cluster {
     }
 
     /// Stops a cluster that [`Cluster::keep`] left running in `dir`, at once (it holds nothing
-    /// worth a clean shutdown), and removes the directory.
+    /// worth a clean shutdown), and its standby if it has one, and removes the directory.
     pub fn stop_kept(dir: &Path) -> anyhow::Result<()> {
         let (bin, owner) = (bin_dir()?, owner()?);
-        let stopped = run(&bin, owner, dir, "pg_ctl", |c| {
-            c.arg("-D").arg(dir.join("data")).args(["-m", "immediate", "-w", "stop"]);
-        });
+        let servers = ["data", standby::DIR].map(|d| dir.join(d));
+        let stopped: anyhow::Result<Vec<String>> = servers
+            .iter()
+            .filter(|data| data.exists())
+            .map(|data| {
+                run(&bin, owner, dir, "pg_ctl", |c| {
+                    c.arg("-D").arg(data).args(["-m", "immediate", "-w", "stop"]);
+                })
+            })
+            .collect();
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
-        stopped
+        stopped.map(drop)
     }
 
-    /// Runs one of the cluster's programs to completion (as the owner), its output captured.
-    fn run(&self, program: &str, args: impl FnOnce(&mut Command)) -> anyhow::Result<()> {
+    /// Runs one of the cluster's programs to completion (as the owner), its output captured;
+    /// its standard output.
+    fn run(&self, program: &str, args: impl FnOnce(&mut Command)) -> anyhow::Result<String> {
         run(&self.bin, self.owner, self.dir.path(), program, args)
     }
 }
 
-/// Runs `program` of `bin` in `dir` to completion (as `owner`, if any), its output captured.
+/// A free port on loopback: bind port 0, note it, release it (as for the spawned server).
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Appends `lines` to the configuration file `conf`.
+fn append(conf: &Path, lines: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut file =
+        std::fs::OpenOptions::new().append(true).open(conf).with_context(|| format!("opening {}", conf.display()))?;
+    file.write_all(lines.as_bytes()).with_context(|| format!("writing {}", conf.display()))
+}
+
+/// Runs `program` of `bin` in `dir` to completion (as `owner`, if any), its output captured;
+/// its standard output.
 fn run(
     bin: &Path,
     owner: Option<Owner>,
     dir: &Path,
     program: &str,
     args: impl FnOnce(&mut Command),
-) -> anyhow::Result<()> {
+) -> anyhow::Result<String> {
     let mut command = Command::new(bin.join(program));
     args(&mut command);
     command.current_dir(dir).stdin(Stdio::null());
@@ -150,7 +180,7 @@ fn run(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 impl Drop for Cluster {
@@ -158,11 +188,14 @@ impl Drop for Cluster {
         if self.kept {
             return;
         }
-        let data = self.data();
-        if let Err(err) = self.run("pg_ctl", |c| {
-            c.arg("-D").arg(&data).args(["-m", "fast", "-w", "stop"]);
-        }) {
-            eprintln!("stopping the throwaway PostgreSQL cluster: {err:#}");
+        // The primary first: its fast shutdown hands the standby its last WAL.
+        let standby = self.standby.map(|_| self.standby_data());
+        for data in std::iter::once(self.data()).chain(standby) {
+            if let Err(err) = self.run("pg_ctl", |c| {
+                c.arg("-D").arg(&data).args(["-m", "fast", "-w", "stop"]);
+            }) {
+                eprintln!("stopping the throwaway PostgreSQL cluster: {err:#}");
+            }
         }
     }
 }
@@ -276,6 +309,46 @@ mod tests {
         assert_eq!(left, 0);
         drop(client);
         let _ = connection.await;
+        drop(cluster);
+        assert!(!dir.exists(), "the cluster's directory is removed");
+    }
+
+    /// A commit on a cluster with a standby waits for the standby (the primary reports it
+    /// `sync`), and the standby holds the row; both servers stop and go with the directory.
+    #[tokio::test]
+    async fn a_standby_holds_every_commit_and_is_removed_with_its_primary() {
+        if bin_dir().is_err() {
+            eprintln!("skipped: no PostgreSQL binaries");
+            return;
+        }
+        let cluster = Cluster::start_with_standby(&[("shared_buffers", "32MB"), ("synchronous_commit", "on")]).unwrap();
+        let dir = cluster.dir.path().to_owned();
+        let (client, connection) = tokio_postgres::connect(&cluster.url, tokio_postgres::NoTls).await.unwrap();
+        let connection = tokio::spawn(connection);
+        client.batch_execute("CREATE TABLE bench_s (k int)").await.unwrap();
+        let insert = "BEGIN; INSERT INTO bench_s VALUES (7); SELECT pg_current_wal_insert_lsn()::text; COMMIT";
+        let answers = client.simple_query(insert).await.unwrap();
+        let mut rows = answers.iter().filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0),
+            _ => None,
+        });
+        let before_commit = rows.next().unwrap().to_owned();
+        let state = format!("SELECT sync_state, flush_lsn >= '{before_commit}' FROM pg_stat_replication");
+        let row = client.query_one(&state, &[]).await.unwrap();
+        let flushed: (String, bool) = (row.get(0), row.get(1));
+        assert_eq!(flushed, ("sync".to_owned(), true), "the standby flushed the commit before its answer");
+        let standby_url = cluster.url.replace(&cluster.port.to_string(), &cluster.standby.unwrap().to_string());
+        let (standby, connection_2) = tokio_postgres::connect(&standby_url, tokio_postgres::NoTls).await.unwrap();
+        let connection_2 = tokio::spawn(connection_2);
+        let replica: bool = standby.query_one("SELECT pg_is_in_recovery()", &[]).await.unwrap().get(0);
+        assert!(replica, "{standby_url} is the standby");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while standby.query("SELECT k FROM bench_s WHERE k = 7", &[]).await.map_or(true, |rows| rows.is_empty()) {
+            assert!(std::time::Instant::now() < deadline, "the standby applies the row");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        drop((client, standby));
+        let _ = (connection.await, connection_2.await);
         drop(cluster);
         assert!(!dir.exists(), "the cluster's directory is removed");
     }
