@@ -31,6 +31,9 @@ struct Direct {
     /// Each frame sent with the one before it again, merged (as after an answer that came too
     /// late): the copies hold part of it already.
     overlap: AtomicBool,
+    /// The owner dies once it refused a flush: the copies hear nothing more of it (they are
+    /// made deaf), not even that the flush was refused.
+    dies_refusing: AtomicBool,
     sent: Mutex<Sent>,
 }
 
@@ -60,8 +63,9 @@ impl Direct {
         let epochs = (0..owner.manifest().partitions).map(|p| (p, owner.epoch_of(p).unwrap())).collect();
         let sent = Mutex::new(Sent { first: true, epochs, ..Sent::default() });
         let copies = copies.iter().map(|c| (Arc::clone(c), AtomicBool::new(false))).collect();
-        let (refuse, overlap) = (AtomicBool::new(false), AtomicBool::new(false));
-        let direct = Arc::new(Self { shipments: Mutex::new(shipments), copies, refuse, overlap, sent });
+        let (refuse, overlap, dies_refusing) = (AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false));
+        let shipments = Mutex::new(shipments);
+        let direct = Arc::new(Self { shipments, copies, refuse, overlap, dies_refusing, sent });
         let shipping = Arc::downgrade(&direct);
         std::thread::spawn(move || {
             while let (Ok(shipment), Some(direct)) = (arriving.recv(), shipping.upgrade()) {
@@ -117,6 +121,9 @@ impl Direct {
         let mut sent = self.sent.lock().unwrap();
         sent.commit = shipment.to;
         if self.refuse.load(Ordering::SeqCst) {
+            if self.dies_refusing.load(Ordering::SeqCst) {
+                self.copies.iter().for_each(|(_, deaf)| deaf.store(true, Ordering::SeqCst));
+            }
             sent.refused.push((shipment.from, shipment.to));
             drop(sent);
             shipment.done(Err("refused by the test".into()));
@@ -444,4 +451,36 @@ fn a_copy_closed_cleanly_goes_on_with_its_owners_streams_and_one_that_crashed_do
     assert_eq!(copy.receive("third", new(0, 5)).unwrap(), held(5), "a new owner's log from 0");
     let crashed = Store::open(crashed.path().join("copy"), durable()).unwrap();
     assert_eq!(crashed.receive("owner", new(120, 130)).unwrap(), Receipt::Behind { position: None }, "after a crash");
+}
+
+/// An owner that refused a flush its copy holds, and died before any later frame told the copy,
+/// restarts: its log goes on past the cancels of the refused writes, which the copy never got,
+/// so its new stream finds the copy behind and every partition's copy comes from a snapshot.
+/// The copy never applies the refused write, not even once the owner's commit passes it.
+#[test]
+fn an_owner_that_died_before_telling_its_copy_of_a_refusal_finds_the_copy_behind() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
+    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
+    let direct = Direct::new(&owner, &[&copy]);
+    owner.put(&key(1), value(1, 1), Condition::None).unwrap();
+    let held = log_end(&owner);
+    direct.dies_refusing.store(true, Ordering::SeqCst);
+    direct.refuse.store(true, Ordering::SeqCst);
+    let refused = owner.put(&key(1), value(1, 2), Condition::None);
+    assert!(matches!(refused, Err(Error::Unreplicated(_))), "{refused:?}");
+    // Where the copy stands in the owner's log (sealing says; unsealed at once).
+    let holds = copy.seal("owner").position;
+    assert!(holds > Some(held), "the copy holds the refused write: {holds:?}");
+    copy.unseal("owner");
+
+    crash_copy(dirs.0.path(), &dirs.2.path().join("restarted"));
+    let restarted = Store::open(dirs.2.path().join("restarted"), durable()).unwrap();
+    let start = log_end(&restarted);
+    assert!(Some(start) > holds, "the restarted log goes on past the cancels");
+    let new = Frame { from: start, to: start, commit: start, new_stream: true, ..Frame::default() };
+    assert_eq!(copy.receive("owner", new.clone()).unwrap(), Receipt::Behind { position: holds });
+    let whole = Frame { resync_all: true, resync: (0..4).collect(), ..new };
+    assert_eq!(copy.receive("owner", whole).unwrap(), Receipt::Held { position: start });
+    assert_eq!(copy.get(&key(1)).unwrap().unwrap().value, value(1, 1), "the copy never applied the refused write");
 }
