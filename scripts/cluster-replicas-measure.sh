@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What replicas cost a durable write (docs/cluster.md, "Replicas: measured"): one etcd member
 # holds two clusters of 3 nodes each on loopback, PARTITIONS partitions each, all six with fresh
-# data directories: /plain/ (one copy of each partition) and /copied/ (`--copies 3 --acks 2`:
-# every write on its owner and one of two replicas before its answer). ROUNDS times, in turn:
+# data directories: /plain/ (one copy of each partition) and /copied/ (`--copies COPIES --acks
+# ACKS`, by default 3 and 2: every write on its owner and one of two replicas before its
+# answer). ROUNDS times, in turn:
 # `shardlite bench --url` of the plain cluster's n1, then of the copied one's (each request
 # straight to its key's owner by `GET /cluster`), inserts of new keys on CONNS connections for
 # DURATION s; printed per run: inserts/s, p50, p99, errors, the three nodes' CPU per insert
@@ -14,7 +15,7 @@
 # over it.
 #
 # usage: scripts/cluster-replicas-measure.sh   env: PARTITIONS (256), ROUNDS (2), CONNS (100),
-#   DURATION (5), WARMUP (1), POSTGRES (0), PG_POOL (16)
+#   DURATION (5), WARMUP (1), COPIES (3), ACKS (2), POSTGRES (0), PG_POOL (16)
 # Needs: etcd (ETCD), curl, python3, a release build (BIN); PostgreSQL's binaries for POSTGRES=1.
 # Only 127.0.0.1; every process stops with the script, and its files go with it.
 set -euo pipefail
@@ -22,7 +23,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=${BIN:-$here/../target/release/shardlite}
 etcd=${ETCD:-etcd}
 parts=${PARTITIONS:-256} rounds=${ROUNDS:-2} conns=${CONNS:-100} secs=${DURATION:-5} warmup=${WARMUP:-1}
-postgres=${POSTGRES:-0} pg_pool=${PG_POOL:-16}
+postgres=${POSTGRES:-0} pg_pool=${PG_POOL:-16} copies=${COPIES:-3} acks=${ACKS:-2}
 # shellcheck source=cluster-etcd.sh
 source "$here/cluster-etcd.sh"
 
@@ -33,9 +34,9 @@ for prefix in plain copied; do
     at[$prefix-$n]=$(port)
     members+=("$n=http://127.0.0.1:${at[$prefix-$n]}")
   done
-  copies=()
-  [ "$prefix" = copied ] && copies=(--copies 3 --acks 2)
-  "$bin" cluster init --etcd "$endpoint" --etcd-prefix "/$prefix/" --partitions "$parts" "${copies[@]}" \
+  replicas=()
+  [ "$prefix" = copied ] && replicas=(--copies "$copies" --acks "$acks")
+  "$bin" cluster init --etcd "$endpoint" --etcd-prefix "/$prefix/" --partitions "$parts" "${replicas[@]}" \
     --nodes "$(IFS=,; echo "${members[*]}")" >/dev/null
   for n in n1 n2 n3; do
     RUST_LOG=warn "$bin" serve --data "$dir/$prefix-$n" --listen "127.0.0.1:${at[$prefix-$n]}" --cluster \
@@ -67,7 +68,7 @@ print(round(qps), run["latency_ms"]["p50"], run["latency_ms"]["p99"], run["error
       round(ticks / hz * 1e6 / (qps * (secs + warmup)), 1))
 PY
 }
-echo "partitions $parts, $conns connections, ${secs}s per run"
+echo "partitions $parts, $conns connections, ${secs}s per run, copied: $copies copies, acks $acks"
 for round in $(seq "$rounds"); do
   read -r plain p50 p99 errors cpu <<<"$(measure plain)"
   echo "round $round plain:  $plain inserts/s, p50 $p50 ms, p99 $p99 ms, $errors errors, $cpu us of the nodes' CPU each"
