@@ -34,6 +34,9 @@ struct Direct {
     /// The owner dies once it refused a flush: the copies hear nothing more of it (they are
     /// made deaf), not even that the flush was refused.
     dies_refusing: AtomicBool,
+    /// The frames say the owner's log is committed no further than it was (as while its
+    /// copies' answers are on their way): the copies hold what they get.
+    holds_commit: AtomicBool,
     sent: Mutex<Sent>,
 }
 
@@ -63,9 +66,9 @@ impl Direct {
         let epochs = (0..owner.manifest().partitions).map(|p| (p, owner.epoch_of(p).unwrap())).collect();
         let sent = Mutex::new(Sent { first: true, epochs, ..Sent::default() });
         let copies = copies.iter().map(|c| (Arc::clone(c), AtomicBool::new(false))).collect();
-        let (refuse, overlap, dies_refusing) = (AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false));
+        let [refuse, overlap, dies_refusing, holds_commit] = std::array::from_fn(|_| AtomicBool::new(false));
         let shipments = Mutex::new(shipments);
-        let direct = Arc::new(Self { shipments, copies, refuse, overlap, dies_refusing, sent });
+        let direct = Arc::new(Self { shipments, copies, refuse, overlap, dies_refusing, holds_commit, sent });
         let shipping = Arc::downgrade(&direct);
         std::thread::spawn(move || {
             while let (Ok(shipment), Some(direct)) = (arriving.recv(), shipping.upgrade()) {
@@ -119,7 +122,9 @@ impl Direct {
         let txs = shipment.transactions().map(|raw| (raw.lsn, raw.body.to_vec())).collect();
         self.send(shipment.from, shipment.to, txs);
         let mut sent = self.sent.lock().unwrap();
-        sent.commit = shipment.to;
+        if !self.holds_commit.load(Ordering::SeqCst) {
+            sent.commit = shipment.to;
+        }
         if self.refuse.load(Ordering::SeqCst) {
             if self.dies_refusing.load(Ordering::SeqCst) {
                 self.copies.iter().for_each(|(_, deaf)| deaf.store(true, Ordering::SeqCst));
@@ -483,4 +488,39 @@ fn an_owner_that_died_before_telling_its_copy_of_a_refusal_finds_the_copy_behind
     let whole = Frame { resync_all: true, resync: (0..4).collect(), ..new };
     assert_eq!(copy.receive("owner", whole).unwrap(), Receipt::Held { position: start });
     assert_eq!(copy.get(&key(1)).unwrap().unwrap().value, value(1, 1), "the copy never applied the refused write");
+}
+
+/// A copy closed while it holds writes its owner has not committed yet (under load, usually)
+/// keeps them across the restart, held as before: its owner's stream goes on with it, and once
+/// the owner's commit passes them it applies them, but one the owner refused meanwhile.
+#[test]
+fn a_copy_closed_holding_uncommitted_writes_goes_on_with_its_owners_stream() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
+    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
+    let direct = Direct::new(&owner, &[&copy]);
+    for i in 0..20 {
+        owner.put(&key(i), value(i, 1), Condition::None).unwrap();
+    }
+    direct.holds_commit.store(true, Ordering::SeqCst);
+    owner.put(&key(20), value(20, 1), Condition::None).unwrap();
+    owner.put(&key(21), value(21, 1), Condition::None).unwrap();
+    direct.refuse.store(true, Ordering::SeqCst);
+    direct.dies_refusing.store(true, Ordering::SeqCst);
+    let refused = owner.put(&key(3), value(3, 2), Condition::None);
+    assert!(matches!(refused, Err(Error::Unreplicated(_))), "{refused:?}");
+    let (holds, refused_ranges) = (copy.seal("owner").position.unwrap(), direct.sent.lock().unwrap().refused.clone());
+    copy.unseal("owner");
+    assert!(copy.get(&key(20)).unwrap().is_none(), "held, not applied");
+    copy.close();
+    drop((direct, copy));
+
+    let copy = Store::open(dirs.1.path(), durable()).unwrap();
+    assert!(copy.get(&key(21)).unwrap().is_none(), "held again after the restart, not applied");
+    let end = log_end(&owner);
+    let next = Frame { from: holds, to: end, commit: end, refused: refused_ranges, ..Frame::default() };
+    assert_eq!(copy.receive("owner", next).unwrap(), Receipt::Held { position: end }, "no snapshot needed");
+    // After the writers' queues: the check runs after what the frame applied.
+    assert!(copy.check().unwrap().iter().all(|c| c.is_ok()));
+    assert_same(&copy, &owner, "the held writes applied, the refused one not");
 }

@@ -28,7 +28,7 @@ use std::{
 };
 
 pub use frame::Frame;
-pub use positions::Positions;
+pub use positions::{Place, Positions};
 
 use crate::{
     commitlog::{
@@ -109,9 +109,18 @@ struct Source {
 }
 
 impl Source {
-    /// A source whose log this node holds up to `position`, every transaction applied.
-    fn at(position: u64) -> Self {
-        Self { position: Some(position), since: Some(position), commit: position, ..Self::default() }
+    /// A source whose log this node holds up to `place`'s position, every transaction before
+    /// its commit point applied and the later ones held: appended to `log` again (a store of
+    /// `partitions`) and durable there.
+    fn placed(owner: &str, place: Place, log: Option<&CommitLog>, partitions: u32) -> Result<Self> {
+        let Place { position, commit, held } = place;
+        let mut source = Self { position: Some(position), since: Some(commit), commit, ..Self::default() };
+        if !held.is_empty() {
+            let log =
+                log.ok_or_else(|| Error::Replication("transactions held for a copy, and no commit log".into()))?;
+            take_in(&mut source, owner, &Frame { txs: held, ..Frame::default() }, log, partitions)?;
+        }
+        Ok(source)
     }
 
     fn refused(&self, lsn: u64) -> bool {
@@ -155,25 +164,24 @@ pub struct Sources {
 impl Sources {
     /// What a store opened finds: where its copies stood at its last clean close
     /// ([`positions`], `None` after a crash: then nothing is known), or, for a directory
-    /// `created` now, that it never took a frame.
-    pub fn restored(positions: Option<Positions>, created: bool) -> Self {
-        let Some(positions) = positions else { return Self { untouched: created, ..Self::default() } };
-        let source = |at: Option<u64>| Arc::new(Mutex::new(at.map(Source::at).unwrap_or_default()));
-        let owners = positions.owners.into_iter().map(|(owner, at)| (owner, source(at)));
-        Self { owners: Mutex::new(owners.collect()), untouched: positions.untouched }
-    }
-
-    /// Where the copies stand, for the next open: known for the owners whose transactions are
-    /// all applied (none held, none awaiting a snapshot, the owner not sealed). Read before the
-    /// store applies what it holds at a clean close.
-    pub fn settled(&self) -> Positions {
-        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        let settled = owners.iter().map(|(owner, source)| {
-            let source = lock(source);
-            let clear = source.tentative.is_empty() && source.awaiting.is_empty() && !source.sealed;
-            (owner.clone(), source.position.filter(|_| clear))
-        });
-        Positions { untouched: self.untouched, owners: settled.collect() }
+    /// `created` now, that it never took a frame. The transactions held then are appended to
+    /// `log` (a store of `partitions`) again and held as before.
+    pub fn restored(
+        positions: Option<Positions>,
+        created: bool,
+        log: Option<&CommitLog>,
+        partitions: u32,
+    ) -> Result<Self> {
+        let Some(positions) = positions else { return Ok(Self { untouched: created, ..Self::default() }) };
+        let mut owners = HashMap::new();
+        for (owner, place) in positions.owners {
+            let source = match place {
+                Some(place) => Source::placed(&owner, place, log, partitions)?,
+                None => Source::default(),
+            };
+            owners.insert(owner, Arc::new(Mutex::new(source)));
+        }
+        Ok(Self { owners: Mutex::new(owners), untouched: positions.untouched })
     }
 
     fn of(&self, owner: &str) -> Arc<Mutex<Source>> {
@@ -182,10 +190,6 @@ impl Sources {
             .entry(owner.to_owned())
             .or_insert_with(|| Arc::new(Mutex::new(Source { empty: self.untouched, ..Source::default() })));
         Arc::clone(source)
-    }
-
-    fn all(&self) -> Vec<Arc<Mutex<Source>>> {
-        self.owners.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
 }
 
@@ -365,16 +369,28 @@ fn apply_in_order(
     Ok(())
 }
 
-/// Applies every transaction held from every owner but those of partitions awaiting a snapshot
-/// (the store is closing: a clean close removes the commit log, and with it what is not
-/// applied; a write a copy acknowledged must survive its restart, as after a crash, whose replay
-/// applies what the log holds).
-pub fn apply_held(sources: &Sources, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
-    for source in sources.all() {
-        let mut source = lock(&source);
-        settle(&mut source, u64::MAX, log, apply)?;
-    }
-    Ok(())
+/// The store is closing: a clean close removes the commit log, and with it what is not applied,
+/// and a write a copy acknowledged must survive its restart. Where the copies stand, for the
+/// next open ([`positions`]): of each owner none of whose partitions awaits a snapshot (and not
+/// sealed), the position, the commit point, and the transactions held past it, which the next
+/// open holds again (the owner may still refuse them); of the other owners nothing is known, and
+/// what this node holds of them is applied now but for partitions awaiting a snapshot (as after
+/// a crash, whose replay applies what the log holds).
+pub fn closing(sources: &Sources, log: &CommitLog, apply: &mut Apply<'_>) -> Positions {
+    let owners = sources.owners.lock().unwrap_or_else(|p| p.into_inner());
+    let places = owners.iter().map(|(owner, source)| {
+        let mut source = lock(source);
+        let kept = source.awaiting.is_empty() && !source.sealed;
+        let commit = if kept { source.commit } else { u64::MAX };
+        if let Err(err) = settle(&mut source, commit, log, apply) {
+            tracing::warn!(%err, owner, "could not apply a copy's transactions before closing; the next open replays them");
+            return (owner.clone(), None);
+        }
+        let held = source.tentative.iter().map(|t| (t.tx.lsn, t.body.clone())).collect();
+        let place = source.position.filter(|_| kept).map(|position| Place { position, commit: source.commit, held });
+        (owner.clone(), place)
+    });
+    Positions { untouched: sources.untouched, owners: places.collect() }
 }
 
 /// Where a sealed owner's copies stand on this node.

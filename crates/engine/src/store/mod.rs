@@ -468,10 +468,8 @@ impl Store {
     /// Stops background work, lets the writers commit everything queued, checkpoints and
     /// closes. Idempotent; dropping the store does the same.
     pub fn close(&self) {
-        // Before what the copies hold is applied: an owner's writes it may still refuse make
-        // its copies come from snapshots after the restart.
-        let positions = self.sources.settled();
-        self.apply_held();
+        // Before the writers stop: they apply what the copies hold of their owners' logs.
+        let positions = self.close_copies();
         self.lookups.close();
         if let Some((stop, thread)) = self.maintenance.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = stop.send(Maintenance::Stop);
@@ -508,8 +506,8 @@ impl Store {
                 tracing::warn!("keeping the commit log: a partition or the log failed; the next open replays it");
             } else if let Err(err) = log.close(&durable) {
                 tracing::warn!(%err, "could not remove the commit log at close; the next open replays it");
-            } else if let Err(err) =
-                crate::replication::positions::write(&self.layout.replication_positions(), &positions)
+            } else if let Some(Err(err)) =
+                positions.map(|p| crate::replication::positions::write(&self.layout.replication_positions(), &p))
             {
                 tracing::warn!(%err, "could not record where the copies stand; after the restart they come from snapshots");
             }

@@ -125,13 +125,12 @@ impl Store {
         replication::resynced(&self.sources, owner, partition, position, log, &mut |p, txs, r| self.apply(p, txs, r))
     }
 
-    /// Applies what the copies hold of their owners' logs, before a clean close
-    /// ([`replication::apply_held`]).
-    pub(super) fn apply_held(&self) {
-        let Some(log) = self.log.as_deref() else { return };
-        if let Err(err) = replication::apply_held(&self.sources, log, &mut |p, txs, r| self.apply(p, txs, r)) {
-            tracing::warn!(%err, "could not apply the copies' transactions before closing; the next open replays them");
-        }
+    /// Before a clean close: applies what the copies hold of their owners' logs but what the
+    /// next open holds again, and says where the copies stand ([`replication::closing`]).
+    /// `None` without a commit log (no copies).
+    pub(super) fn close_copies(&self) -> Option<replication::Positions> {
+        let log = self.log.as_deref()?;
+        Some(replication::closing(&self.sources, log, &mut |p, txs, r| self.apply(p, txs, r)))
     }
 
     /// Hands a copy's transactions to the partition's writer.

@@ -75,6 +75,9 @@ impl Store {
             inline_reads: reads,
         });
         start_lookups(&lookups, &shared, config.lookup_threads)?;
+        // Last, before anything is served: the transactions the copies held at the last close are
+        // logged again, durable before any frame is answered.
+        let sources = replication::Sources::restored(positions, created, log.as_deref(), manifest.partitions)?;
         let records: u64 = shared.partitions.iter().map(|p| p.counters.records.load(Ordering::Relaxed)).sum();
         tracing::info!(
             dir = %layout.dir().display(), partitions = manifest.partitions, index = %manifest.index, records,
@@ -96,7 +99,7 @@ impl Store {
             lock: Mutex::new(Some(lock)),
             inline,
             flusher: Mutex::new(flusher),
-            sources: replication::Sources::restored(positions, created),
+            sources,
         })
     }
 }

@@ -40,6 +40,8 @@ struct Inner {
 struct Link {
     state: LinkState,
     held: u64,
+    /// How far the log is committed, as the last frame the copy held said.
+    told: u64,
     /// When the oldest frame not yet held was sent.
     waiting_since: Option<Instant>,
     frames_held: u64,
@@ -138,12 +140,13 @@ impl Replication {
         self.inner().link(node).waiting_since.get_or_insert_with(Instant::now);
     }
 
-    /// `node` holds everything up to `to`.
-    pub fn held(&self, node: &str, to: u64) {
+    /// `node` holds everything up to `to`, and was told the log is committed up to `commit`.
+    pub fn held(&self, node: &str, to: u64, commit: u64) {
         let mut inner = self.inner();
         let shipped = inner.shipped;
         let link = inner.link(node);
         (link.state, link.held, link.frames_held) = (LinkState::Streaming, link.held.max(to), link.frames_held + 1);
+        link.told = link.told.max(commit);
         if link.held >= shipped {
             link.waiting_since = None;
         } else {
@@ -181,10 +184,13 @@ impl Replication {
         inner.last_degraded = Some(why.to_owned());
     }
 
-    /// Whether every copy node whose link is streaming holds everything shipped.
+    /// Whether every copy node whose link is streaming holds everything shipped, and was told
+    /// how far the log is committed (then it applied what it holds, or cancelled what was
+    /// refused).
     pub fn drained(&self) -> bool {
         let inner = self.inner();
-        inner.links.values().all(|l| l.state != LinkState::Streaming || l.held >= inner.shipped)
+        let done = |l: &Link| l.held >= inner.shipped && l.told >= inner.committed;
+        inner.links.values().all(|l| l.state != LinkState::Streaming || done(l))
     }
 
     /// The copy nodes whose links are not streaming now (retrying, or behind).
@@ -309,15 +315,20 @@ mod tests {
         let replication = Replication::default();
         replication.shipped(10);
         replication.sent("b");
-        replication.held("b", 10);
+        replication.held("b", 10, 0);
         replication.shipped(20);
         replication.sent("b");
         let report = replication.report(&map(), "a");
         let b = &report.copies[0];
         assert_eq!((b.node.as_str(), b.held, b.behind_by, b.state), ("b", 10, 10, LinkState::Streaming));
-        replication.held("b", 20);
+        assert!(!replication.drained());
+        replication.held("b", 20, 10);
         let b = &replication.report(&map(), "a").copies[0];
         assert_eq!((b.behind_by, b.waiting_ms, b.frames_held), (0, 0, 2));
+        replication.resolved(20, None);
+        assert!(!replication.drained(), "b holds everything, and was not told it is committed");
+        replication.held("b", 20, 20);
+        assert!(replication.drained());
     }
 
     #[test]

@@ -223,13 +223,15 @@ impl Drop for Open {
 
 /// Waits (at most [`DRAIN_WITHIN`]) until every copy node this node's links stream to holds
 /// everything shipped, so that a copy does not miss the last writes and need snapshots once this
-/// node restarts (its next stream begins past them).
+/// node restarts (its next stream begins past them), and was told how far the log is committed,
+/// so that it applies them (or cancels those refused) before this node is gone.
 async fn drain(cluster: &Cluster) {
     let deadline = tokio::time::Instant::now() + DRAIN_WITHIN;
     while !cluster.replication().drained() {
         if tokio::time::Instant::now() >= deadline {
             tracing::warn!(
-                "copies still lack writes this node shipped; they will come from snapshots after its restart"
+                "copies still lack writes this node shipped (they will come from snapshots after its \
+                 restart), or do not know them committed (they apply them once it is back)"
             );
             return;
         }

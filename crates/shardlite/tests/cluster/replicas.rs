@@ -551,26 +551,29 @@ async fn an_owner_stopping_cleanly_waits_for_its_copies_which_then_need_no_snaps
     stop_and_compare(&mut nodes, dir.path(), "n1", "n2");
 }
 
-/// A copy stopped cleanly while its owner takes no writes (all it holds applied) knows where it
-/// stood in the owner's log after its restart: the owner's frames that waited for it go on from
-/// there, no snapshot needed, and it ends with the owner's records.
+/// A copy stopped cleanly while its owner takes writes (holding some the owner has not
+/// committed yet, which it keeps across its restart) knows where it stood in the owner's log
+/// after its restart: the owner's frames that waited for it go on from there, no snapshot
+/// needed, and it ends with the owner's records.
 #[tokio::test]
 async fn a_copy_restarted_cleanly_goes_on_with_its_owners_stream() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (etcd, mut nodes) = with_n1_written(&bin, dir.path()).await;
-    let (http, of_n1) = (client(), of(&nodes, "n1"));
     let n1 = nodes.server("n1").url.clone();
     until_holds_all(&n1, "n2").await;
-    // n1, idle, tells its copies within 20 ms that its log is committed: n2 applies what it
-    // holds (a copy that stops holding writes not yet committed knows nothing after its restart).
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    // n2 stops while n1's writes keep landing: it holds some that n1 has not committed yet,
+    // and keeps them across its restart.
+    let keys: Vec<Vec<u8>> = (0..200).filter(of(&nodes, "n1")).map(key).collect();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let writer = tokio::spawn(write_until(n1.clone(), keys, stopped));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(nodes.servers.remove("n2").unwrap().stop().success(), "n2 stops cleanly");
-    for i in (0..200).filter(of_n1) {
-        let put = http.put(format!("{n1}/kv/{}", hex::encode(key(i)))).body("v2").send().await.unwrap();
-        assert!(put.status().is_success(), "key {i}: n1 and n3 hold it");
-    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     nodes.start(&etcd, "n2", dir.path(), &QUICK).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    stop.send(true).unwrap();
+    writer.await.unwrap();
     let n2_link = until_holds_all(&n1, "n2").await;
     let why = n2_link["last_error"].as_str().unwrap_or_default();
     assert!(!why.contains("behind"), "n2 followed on from where it stood: {n2_link}");

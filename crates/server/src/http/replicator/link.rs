@@ -154,7 +154,7 @@ async fn run(shared: Arc<Shared>, node: String, mut queue: mpsc::UnboundedReceiv
             shared.state.sent(&node);
             let answer = match post(&shared, &node, &frame).await {
                 Ok(Sent::Held) => {
-                    shared.state.held(&node, frame.to);
+                    shared.state.held(&node, frame.to, frame.commit);
                     if frame.new_stream {
                         stream.started(&shared, &node, &frame);
                     }
