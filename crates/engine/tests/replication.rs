@@ -514,6 +514,8 @@ fn a_copy_closed_holding_uncommitted_writes_goes_on_with_its_owners_stream() {
     assert!(copy.get(&key(20)).unwrap().is_none(), "held, not applied");
     copy.close();
     drop((direct, copy));
+    let restarted_too = tempfile::tempdir().unwrap();
+    crash_copy(dirs.1.path(), &restarted_too.path().join("copy"));
 
     let copy = Store::open(dirs.1.path(), durable()).unwrap();
     assert!(copy.get(&key(21)).unwrap().is_none(), "held again after the restart, not applied");
@@ -523,4 +525,15 @@ fn a_copy_closed_holding_uncommitted_writes_goes_on_with_its_owners_stream() {
     // After the writers' queues: the check runs after what the frame applied.
     assert!(copy.check().unwrap().iter().all(|c| c.is_ok()));
     assert_same(&copy, &owner, "the held writes applied, the refused one not");
+
+    // Had the owner restarted too, its new stream would not be followed, even from where the
+    // copy stands: what it held belongs to the owner's earlier stream, and is dropped once every
+    // partition comes from a snapshot.
+    let copy = Store::open(restarted_too.path().join("copy"), durable()).unwrap();
+    let new = Frame { from: holds, to: end, commit: end, new_stream: true, ..Frame::default() };
+    assert_eq!(copy.receive("owner", new.clone()).unwrap(), Receipt::Behind { position: Some(holds) });
+    let whole = Frame { resync_all: true, resync: (0..4).collect(), ..new };
+    assert_eq!(copy.receive("owner", whole).unwrap(), Receipt::Held { position: end });
+    copy.check().unwrap();
+    assert!(copy.get(&key(20)).unwrap().is_none(), "dropped, not applied: its snapshot brings it");
 }

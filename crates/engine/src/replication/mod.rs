@@ -106,6 +106,9 @@ struct Source {
     empty: bool,
     /// Where the owner's log is committed, as its last frame said.
     commit: u64,
+    /// Where this node's copy of the owner's log ended when it opened, if it held transactions
+    /// then (restored from [`positions`]): those belong to the owner's stream of that time.
+    restored_end: Option<u64>,
 }
 
 impl Source {
@@ -119,8 +122,15 @@ impl Source {
             let log =
                 log.ok_or_else(|| Error::Replication("transactions held for a copy, and no commit log".into()))?;
             take_in(&mut source, owner, &Frame { txs: held, ..Frame::default() }, log, partitions)?;
+            source.restored_end = Some(position);
         }
         Ok(source)
+    }
+
+    /// Whether it still holds transactions restored at open: they belong to the owner's stream
+    /// of that time, and only that stream's commit may apply them.
+    fn holds_restored(&self) -> bool {
+        self.restored_end.is_some_and(|end| self.tentative.front().is_some_and(|t| t.tx.lsn < end))
     }
 
     fn refused(&self, lsn: u64) -> bool {
@@ -226,7 +236,10 @@ pub fn receive(
         source.awaiting.extend(announced);
         frame.new_stream = false;
     }
-    let follows = source.position.or(source.empty.then_some(0)) == Some(frame.from);
+    // A copy holding transactions of the owner's stream of before its own restart follows no
+    // new stream: the owner restarted too, and may have refused them without telling it (their
+    // partitions may even be another node's now).
+    let follows = source.position.or(source.empty.then_some(0)) == Some(frame.from) && !source.holds_restored();
     match (frame.new_stream, source.position) {
         (_, position) if source.sealed => return Ok(Receipt::Behind { position }),
         // A new stream that does not begin where this copy's copy of the owner's log ends (the
@@ -262,14 +275,16 @@ pub fn receive(
 }
 
 /// Takes `frame`, a new stream's first, as where the owner's log stands. What was held of the
-/// partitions it announces is the snapshots' to bring; the rest stays held until the owner's
+/// partitions it announces is the snapshots' to bring, and what was restored at open belongs to
+/// an ended stream (dropped: the stream brings every partition from a snapshot); the rest stays
+/// held until the owner's
 /// commit passes it, as before (an owner that restarted resolves it: its replay applied what
 /// its log held, and its first resolved flush commits everything before). Refused ranges past
 /// `from` and the commit point belong to an earlier life of the owner's log.
 fn start_stream(source: &mut Source, frame: &Frame) {
     source.awaiting = frame.resync.iter().copied().collect();
-    let awaiting = &source.awaiting;
-    source.tentative.retain(|t| !awaiting.contains(&t.tx.partition));
+    let (awaiting, restored_end) = (&source.awaiting, source.restored_end.take().unwrap_or(0));
+    source.tentative.retain(|t| !awaiting.contains(&t.tx.partition) && t.tx.lsn >= restored_end);
     source.resynced.clear();
     source.refused.retain(|&(_, to)| to <= frame.from);
     source.commit = frame.commit;
