@@ -13,9 +13,12 @@
 # on both) behind the same HTTP server, the same inserts (pool PG_POOL), beside one shardlite
 # server (`immediate`: its defaults); printed: its inserts/s, p50, p99, and the copied cluster
 # over it.
+# With DELAY_MS=N, each node's address in the map is a port of `delay-proxy` (PROXY, crate
+# shardlite-delay-proxy), which forwards to the node with every byte delayed N ms each way: every
+# hop to a node (from another node, or from the bench) takes 2N ms more than on loopback.
 #
 # usage: scripts/cluster-replicas-measure.sh   env: PARTITIONS (256), ROUNDS (2), CONNS (100),
-#   DURATION (5), WARMUP (1), COPIES (3), ACKS (2), POSTGRES (0), PG_POOL (16)
+#   DURATION (5), WARMUP (1), COPIES (3), ACKS (2), POSTGRES (0), PG_POOL (16), DELAY_MS (none)
 # Needs: etcd (ETCD), curl, python3, a release build (BIN); PostgreSQL's binaries for POSTGRES=1.
 # Only 127.0.0.1; every process stops with the script, and its files go with it.
 set -euo pipefail
@@ -23,15 +26,22 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=${BIN:-$here/../target/release/shardlite}
 etcd=${ETCD:-etcd}
 parts=${PARTITIONS:-256} rounds=${ROUNDS:-2} conns=${CONNS:-100} secs=${DURATION:-5} warmup=${WARMUP:-1}
-postgres=${POSTGRES:-0} pg_pool=${PG_POOL:-16} copies=${COPIES:-3} acks=${ACKS:-2}
+postgres=${POSTGRES:-0} pg_pool=${PG_POOL:-16} copies=${COPIES:-3} acks=${ACKS:-2} delay=${DELAY_MS:-}
+proxy_bin=${PROXY:-$here/../target/release/delay-proxy}
 # shellcheck source=cluster-etcd.sh
 source "$here/cluster-etcd.sh"
 
-declare -A at pid
+declare -A at listen pid
+pairs=()
 for prefix in plain copied; do
   members=()
   for n in n1 n2 n3; do
     at[$prefix-$n]=$(port)
+    listen[$prefix-$n]=${at[$prefix-$n]}
+    if [ -n "$delay" ]; then
+      listen[$prefix-$n]=$(port)
+      pairs+=("127.0.0.1:${at[$prefix-$n]}=127.0.0.1:${listen[$prefix-$n]}")
+    fi
     members+=("$n=http://127.0.0.1:${at[$prefix-$n]}")
   done
   replicas=()
@@ -39,12 +49,16 @@ for prefix in plain copied; do
   "$bin" cluster init --etcd "$endpoint" --etcd-prefix "/$prefix/" --partitions "$parts" "${replicas[@]}" \
     --nodes "$(IFS=,; echo "${members[*]}")" >/dev/null
   for n in n1 n2 n3; do
-    RUST_LOG=warn "$bin" serve --data "$dir/$prefix-$n" --listen "127.0.0.1:${at[$prefix-$n]}" --cluster \
+    RUST_LOG=warn "$bin" serve --data "$dir/$prefix-$n" --listen "127.0.0.1:${listen[$prefix-$n]}" --cluster \
       --etcd "$endpoint" --etcd-prefix "/$prefix/" --node-id "$n" >"$dir/$prefix-$n.log" 2>&1 &
     pids+=($!)
     pid[$prefix]="${pid[$prefix]:-} $!"
   done
 done
+if [ -n "$delay" ]; then
+  "$proxy_bin" --delay-ms "$delay" "${pairs[@]}" >"$dir/proxy.log" 2>&1 &
+  pids+=($!)
+fi
 for key in "${!at[@]}"; do
   for _ in $(seq 600); do curl -sf "http://127.0.0.1:${at[$key]}/readyz" >/dev/null && break; sleep 0.1; done
 done
@@ -68,7 +82,7 @@ print(round(qps), run["latency_ms"]["p50"], run["latency_ms"]["p99"], run["error
       round(ticks / hz * 1e6 / (qps * (secs + warmup)), 1))
 PY
 }
-echo "partitions $parts, $conns connections, ${secs}s per run, copied: $copies copies, acks $acks"
+echo "partitions $parts, $conns connections, ${secs}s per run, copied: $copies copies, acks $acks${delay:+, every hop to a node ${delay} ms slower each way}"
 for round in $(seq "$rounds"); do
   read -r plain p50 p99 errors cpu <<<"$(measure plain)"
   echo "round $round plain:  $plain inserts/s, p50 $p50 ms, p99 $p99 ms, $errors errors, $cpu us of the nodes' CPU each"
