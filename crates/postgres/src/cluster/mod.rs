@@ -312,44 +312,4 @@ mod tests {
         drop(cluster);
         assert!(!dir.exists(), "the cluster's directory is removed");
     }
-
-    /// A commit on a cluster with a standby waits for the standby (the primary reports it
-    /// `sync`), and the standby holds the row; both servers stop and go with the directory.
-    #[tokio::test]
-    async fn a_standby_holds_every_commit_and_is_removed_with_its_primary() {
-        if bin_dir().is_err() {
-            eprintln!("skipped: no PostgreSQL binaries");
-            return;
-        }
-        let cluster = Cluster::start_with_standby(&[("shared_buffers", "32MB"), ("synchronous_commit", "on")]).unwrap();
-        let dir = cluster.dir.path().to_owned();
-        let (client, connection) = tokio_postgres::connect(&cluster.url, tokio_postgres::NoTls).await.unwrap();
-        let connection = tokio::spawn(connection);
-        client.batch_execute("CREATE TABLE bench_s (k int)").await.unwrap();
-        let insert = "BEGIN; INSERT INTO bench_s VALUES (7); SELECT pg_current_wal_insert_lsn()::text; COMMIT";
-        let answers = client.simple_query(insert).await.unwrap();
-        let mut rows = answers.iter().filter_map(|m| match m {
-            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0),
-            _ => None,
-        });
-        let before_commit = rows.next().unwrap().to_owned();
-        let state = format!("SELECT sync_state, flush_lsn >= '{before_commit}' FROM pg_stat_replication");
-        let row = client.query_one(&state, &[]).await.unwrap();
-        let flushed: (String, bool) = (row.get(0), row.get(1));
-        assert_eq!(flushed, ("sync".to_owned(), true), "the standby flushed the commit before its answer");
-        let standby_url = cluster.url.replace(&cluster.port.to_string(), &cluster.standby.unwrap().to_string());
-        let (standby, connection_2) = tokio_postgres::connect(&standby_url, tokio_postgres::NoTls).await.unwrap();
-        let connection_2 = tokio::spawn(connection_2);
-        let replica: bool = standby.query_one("SELECT pg_is_in_recovery()", &[]).await.unwrap().get(0);
-        assert!(replica, "{standby_url} is the standby");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while standby.query("SELECT k FROM bench_s WHERE k = 7", &[]).await.map_or(true, |rows| rows.is_empty()) {
-            assert!(std::time::Instant::now() < deadline, "the standby applies the row");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        drop((client, standby));
-        let _ = (connection.await, connection_2.await);
-        drop(cluster);
-        assert!(!dir.exists(), "the cluster's directory is removed");
-    }
 }
