@@ -37,7 +37,7 @@ pub use http::{auth, error, options, tls};
 pub use http::{
     error::ApiError,
     options::ServerOptions,
-    replicator::{replicate, ReplicationPolicy},
+    replicator::{replicate, replicate_once_copied, ReplicationPolicy},
 };
 pub use server::{run, run_reloading, run_store, Reload};
 pub use sqlite::SqliteBackend;

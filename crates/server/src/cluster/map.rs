@@ -110,6 +110,56 @@ impl ClusterMap {
         Ok(self)
     }
 
+    /// Changes the copies of every partition to `copies` and `acks` in place (`cluster copies`).
+    /// A partition gains copies on the first of `nodes` after its owner (in that order,
+    /// wrapping round) that hold none of it, each named stale: it gets the partition's writes
+    /// and is brought up to date from a snapshot, and counts for no write until then. It loses
+    /// its stale copies first, then its last. `acks` may not exceed the copies up to date now
+    /// (raise it once the new ones are): a write would wait for copies that cannot hold it yet.
+    pub fn set_copies(&mut self, nodes: &[String], copies: u32, acks: u32) -> Result<(), String> {
+        if copies == 0 || copies as usize > nodes.len() {
+            return Err(format!(
+                "{copies} copies of each partition: it must be 1 to {} (the nodes owning partitions)",
+                nodes.len()
+            ));
+        }
+        let want = copies as usize - 1;
+        self.replicas.resize(self.partitions as usize, Vec::new());
+        for p in 0..self.partitions {
+            while self.replicas[p as usize].len() > want {
+                let last = self.replicas[p as usize].len() - 1;
+                let at = self.replicas[p as usize].iter().rposition(|n| self.is_stale(p, n)).unwrap_or(last);
+                let gone = self.replicas[p as usize].remove(at);
+                self.unstale(p, &gone);
+            }
+            let owner = &self.owners[p as usize];
+            let at = nodes.iter().position(|n| n == owner).unwrap_or_default();
+            let added: Vec<String> = (1..nodes.len())
+                .map(|i| &nodes[(at + i) % nodes.len()])
+                .filter(|n| *n != owner && !self.replicas[p as usize].contains(n))
+                .take(want.saturating_sub(self.replicas[p as usize].len()))
+                .cloned()
+                .collect();
+            for node in added {
+                self.mark_stale(p, &node);
+                self.replicas[p as usize].push(node);
+            }
+        }
+        let live = (0..self.partitions).map(|p| 1 + self.live_replicas_of(p).len() as u32).min().unwrap_or(copies);
+        if acks > live {
+            return Err(format!(
+                "acks = {acks}, and some partition has {live} copies up to date: new copies count once they are \
+                 (`cluster status` names none stale); raise acks then"
+            ));
+        }
+        if copies == 1 {
+            (self.replicas, self.stale) = (Vec::new(), Vec::new());
+        }
+        self.acks = acks;
+        self.format_version = if self.replicas.is_empty() { 1 } else { FORMAT_VERSION };
+        self.validate()
+    }
+
     /// Makes `to` the owner of `partition`; if `to` kept a copy of it, the old owner keeps one
     /// in its place, so the partition keeps its count of copies (a stale one if `stale`: a dead
     /// owner's).
@@ -358,6 +408,33 @@ mod tests {
         assert_eq!(ClusterMap::parse(&failed_over.to_text().unwrap()).unwrap(), failed_over);
         failed_over.give(0, "a", false);
         assert!(failed_over.stale.is_empty(), "an owner again: its copy is the partition");
+    }
+
+    #[test]
+    fn copies_change_later_the_new_ones_stale_until_brought_up() {
+        let ids = nodes(&["a", "b", "c"]);
+        let mut map = ClusterMap::spread(6, 7, &ids).unwrap();
+        assert!(map.clone().set_copies(&ids, 3, 2).unwrap_err().contains("acks = 2"), "no copy is up to date yet");
+        map.set_copies(&ids, 3, 1).unwrap();
+        assert_eq!((map.copies(), map.acks, map.format_version), (3, 1, FORMAT_VERSION));
+        assert_eq!(map.replicas_of(0), nodes(&["b", "c"]), "the nodes after the owner, as `init` places them");
+        assert!(map.live_replicas_of(0).is_empty(), "new copies are stale until brought up");
+        for p in 0..6 {
+            for n in map.replicas_of(p).to_vec() {
+                map.unstale(p, &n);
+            }
+        }
+        map.set_copies(&ids, 3, 2).unwrap();
+        assert_eq!(map.acks, 2);
+        map.mark_stale(4, "a");
+        map.set_copies(&ids, 2, 2).unwrap();
+        assert_eq!(map.replicas_of(4), nodes(&["b"]), "a stale copy goes first");
+        assert_eq!(map.replicas_of(0), nodes(&["b"]), "else the last");
+        assert!(map.stale.is_empty());
+        assert_eq!(ClusterMap::parse(&map.to_text().unwrap()).unwrap(), map);
+        map.set_copies(&ids, 1, 1).unwrap();
+        assert_eq!((map.copies(), map.format_version), (1, 1));
+        assert!(map.set_copies(&ids, 4, 1).unwrap_err().contains("1 to 3"));
         let single = ClusterMap::spread(6, 7, &ids).unwrap().with_copies(&ids, 1, 1).unwrap();
         assert_eq!((single.format_version, single.copies()), (1, 1), "no replicas: format 1, as before");
     }

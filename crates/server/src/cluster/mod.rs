@@ -116,6 +116,11 @@ impl Cluster {
         Ok(true)
     }
 
+    /// The version of the map in force, as it changes.
+    pub fn versions(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
     /// Waits, at most `within`, until the map in force is at `version` or newer.
     pub async fn await_version(&self, version: u64, within: std::time::Duration) {
         let mut versions = self.version.subscribe();

@@ -137,6 +137,20 @@ impl Etcd {
         self.change_map(change, Vec::new()).await.with_context(|| format!("giving partition {partition} to `{to}`"))
     }
 
+    /// Sets every partition's copies to `copies` and the map's acks to `acks` (`acks` of `None`:
+    /// as they are, but no more than `copies`), in one transaction on the map's revision as read
+    /// here ([`ClusterMap::set_copies`]: new copies go to the nodes owning partitions, in id
+    /// order after each owner, stale until brought up to date). The view after it.
+    pub async fn set_copies(&mut self, copies: u32, acks: Option<u32>) -> anyhow::Result<View> {
+        let change = |map: &mut ClusterMap| {
+            let owning: std::collections::BTreeSet<String> = map.owners.iter().cloned().collect();
+            let nodes: Vec<String> = owning.into_iter().collect();
+            let acks = acks.unwrap_or(map.acks.min(copies));
+            map.set_copies(&nodes, copies, acks).map_err(anyhow::Error::msg)
+        };
+        self.change_map(change, Vec::new()).await.with_context(|| format!("setting {copies} copies of each partition"))
+    }
+
     /// Names `node`'s copies of `partitions` up to date again (no longer stale), in one
     /// transaction on the map's revision as read here. The view after it.
     pub async fn refresh(&mut self, node: &str, partitions: &[u32]) -> anyhow::Result<View> {

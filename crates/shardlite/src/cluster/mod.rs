@@ -1,10 +1,11 @@
 //! `shardlite cluster`: the commands that make and show a cluster's map in etcd
 //! (docs/cluster.md). `init` creates it, `status` shows it with each node's liveness and
 //! records, `move` gives a partition to another node, `failover` gives a dead node's partitions
-//! to the live ones. The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are
+//! to the live ones, `copies` changes how many copies each partition has. The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are
 //! [`etcd`]'s.
 
 mod auto_failover;
+mod copies;
 pub mod etcd;
 mod failover;
 mod moving;
@@ -30,6 +31,7 @@ use crate::remote::Auth;
                         --nodes n1=http://10.0.0.1:8080,n2=http://10.0.0.2:8080,n3=http://10.0.0.3:8080\n  \
                         shardlite cluster status --etcd http://10.0.0.9:2379\n  \
                         shardlite cluster move 17 n3 --etcd http://10.0.0.9:2379 --token-file admin.token\n  \
+                        shardlite cluster copies --copies 3 --acks 1 --etcd http://10.0.0.9:2379\n  \
                         shardlite cluster failover n2 --etcd http://10.0.0.9:2379 --token-file admin.token")]
 pub struct ClusterArgs {
     #[command(subcommand)]
@@ -49,6 +51,9 @@ enum ClusterCommand {
     /// Give the partitions of a dead node (no live lease) to the live nodes, each restored from
     /// the dead node's Litestream replica, then change the map in one transaction.
     Failover(failover::FailoverArgs),
+    /// Change how many copies each partition has and how many must hold a write; new copies
+    /// are brought up to date from snapshots while writes go on.
+    Copies(copies::CopiesArgs),
 }
 
 /// What the commands that read the map and ask the nodes take.
@@ -100,6 +105,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
         ClusterCommand::Status(args) => status::run(&args),
         ClusterCommand::Move(args) => moving::run(&args),
         ClusterCommand::Failover(args) => failover::run(&args),
+        ClusterCommand::Copies(args) => copies::run(&args),
     }
 }
 

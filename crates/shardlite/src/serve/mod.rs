@@ -88,11 +88,20 @@ async fn serve(listener: std::net::TcpListener, mut settings: Settings) -> anyho
             Ok(backend) => {
                 if let Some(joined) = &joined {
                     let policy = joined.replication();
-                    if let Err(why) = shardlite_server::replicate(&backend, &joined.cluster, &settings.server, policy) {
-                        failed.notify_one();
-                        server.await??;
-                        backend.close().await;
-                        return Err(anyhow::anyhow!(why));
+                    match shardlite_server::replicate(&backend, &joined.cluster, &settings.server, policy) {
+                        Ok(true) => {}
+                        Ok(false) => shardlite_server::replicate_once_copied(
+                            Arc::clone(&backend),
+                            Arc::clone(&joined.cluster),
+                            settings.server.clone(),
+                            policy,
+                        ),
+                        Err(why) => {
+                            failed.notify_one();
+                            server.await??;
+                            backend.close().await;
+                            return Err(anyhow::anyhow!(why));
+                        }
                     }
                 }
                 starting.ready(backend);

@@ -579,3 +579,56 @@ async fn a_copy_restarted_cleanly_goes_on_with_its_owners_stream() {
     assert!(!why.contains("behind"), "n2 followed on from where it stood: {n2_link}");
     stop_and_compare(&mut nodes, dir.path(), "n1", "n2");
 }
+
+/// Runs `shardlite cluster copies` with `args` on the cluster in `etcd`: whether it succeeded,
+/// and what it said.
+fn set_copies(etcd: &etcd::Etcd, args: &[&str]) -> (bool, String) {
+    let out = super::shardlite(&[&["cluster", "copies", "--etcd", &etcd.endpoints], args].concat());
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Copies added later (`cluster copies`) to a cluster made with one copy of each partition,
+/// while writes go on: the nodes start replicating, the map names the new copies stale until
+/// their owners brought them up to date from snapshots, acks can then be raised (not before),
+/// and with n2 stopped n1's partitions take writes held by n1 and n3, whose copies end the same.
+#[tokio::test]
+async fn copies_added_later_are_brought_up_to_date_and_then_hold_writes() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let mut nodes = Nodes::init(&etcd, &["n1", "n2", "n3"], &[]);
+    for id in ["n1", "n2", "n3"] {
+        nodes.start(&etcd, id, dir.path(), &QUICK).await;
+    }
+    let (http, n1) = (client(), nodes.server("n1").url.clone());
+    let keys: Vec<u32> = (0..120).filter(of(&nodes, "n1")).collect();
+    let put = |i: u32, v: &str| http.put(format!("{n1}/kv/{}", hex::encode(key(i)))).body(v.to_owned());
+    for &i in &keys {
+        assert_eq!(put(i, "v1").send().await.unwrap().status(), 201);
+    }
+    let (accepted, said) = set_copies(&etcd, &["--copies", "3", "--acks", "2"]);
+    assert!(!accepted && said.contains("acks = 2"), "no new copy is up to date yet: {said}");
+    let (done, said) = set_copies(&etcd, &["--copies", "3", "--acks", "1"]);
+    assert!(done, "{said}");
+    for &i in &keys {
+        assert!(put(i, "v2").send().await.unwrap().status().is_success(), "key {i}: writes go on");
+    }
+    super::failover::until("the new copies are brought up to date", || async {
+        super::get_json(&format!("{n1}/cluster")).await.get("stale").is_none()
+    })
+    .await;
+    let (done, said) = set_copies(&etcd, &["--copies", "3", "--acks", "2"]);
+    assert!(done, "{said}");
+    super::failover::until("n1 follows acks 2", || async {
+        super::get_json(&format!("{n1}/cluster")).await["acks"] == 2
+    })
+    .await;
+    assert!(nodes.servers.remove("n2").unwrap().stop().success());
+    for &i in &keys {
+        assert!(put(i, "v3").send().await.unwrap().status().is_success(), "key {i}: n1 and n3 hold it");
+    }
+    for id in ["n1", "n3"] {
+        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
+    }
+    assert_same_copies(dir.path(), "n1", "n3");
+}

@@ -78,6 +78,31 @@ pub fn replicate(
     Ok(true)
 }
 
+/// [`replicate`] as soon as the map names copies, for a node whose map named none when it
+/// started (`cluster copies` gave the partitions copies since): a task that ends once `backend`
+/// replicates. A node that cannot (no commit log) says so at each new map; its writes are then
+/// held by its own copy alone, and it must be restarted with the commit log.
+pub fn replicate_once_copied(
+    backend: Arc<dyn Backend>,
+    cluster: Arc<Cluster>,
+    options: ServerOptions,
+    policy: ReplicationPolicy,
+) {
+    tokio::spawn(async move {
+        let mut versions = cluster.versions();
+        loop {
+            match replicate(&backend, &cluster, &options, policy) {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(why) => tracing::error!(%why, "the cluster map names copies, and this node cannot replicate"),
+            }
+            if versions.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
 /// Hands each flush's frames to the copies; [`Replicate`] for the engine's commit log.
 #[derive(Debug)]
 pub struct Replicator {
