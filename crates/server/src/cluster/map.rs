@@ -160,6 +160,32 @@ impl ClusterMap {
         self.validate()
     }
 
+    /// Moves the copy `from` keeps of `partition` to `to` (`cluster move P TO --copy-from FROM`):
+    /// `to` takes its place among the partition's replicas, named stale (its owner brings it up
+    /// to date from a snapshot, and it counts for no write until then). Refused if `from` keeps
+    /// no copy of it, `to` holds one (or owns it), or the copies up to date would be fewer than
+    /// `acks` meanwhile.
+    pub fn move_copy(&mut self, partition: u32, from: &str, to: &str) -> Result<(), String> {
+        let p = partition as usize;
+        let slot = self.replicas.get(p).and_then(|r| r.iter().position(|n| n == from));
+        let Some(slot) = slot else { return Err(format!("node `{from}` keeps no copy of partition {partition}")) };
+        if self.owners[p] == to || self.replicas[p].iter().any(|n| n == to) {
+            return Err(format!("node `{to}` holds partition {partition} already"));
+        }
+        let live = 1 + self.live_replicas_of(partition).iter().filter(|n| **n != from).count() as u32;
+        if live < self.acks {
+            return Err(format!(
+                "partition {partition} would have {live} copies up to date while `{to}`'s is brought up, \
+                 fewer than acks = {}: lower acks first (`cluster copies`)",
+                self.acks
+            ));
+        }
+        self.unstale(partition, from);
+        self.replicas[p][slot] = to.to_owned();
+        self.mark_stale(partition, to);
+        self.validate()
+    }
+
     /// Makes `to` the owner of `partition`; if `to` kept a copy of it, the old owner keeps one
     /// in its place, so the partition keeps its count of copies (a stale one if `stale`: a dead
     /// owner's).
@@ -435,6 +461,22 @@ mod tests {
         map.set_copies(&ids, 1, 1).unwrap();
         assert_eq!((map.copies(), map.format_version), (1, 1));
         assert!(map.set_copies(&ids, 4, 1).unwrap_err().contains("1 to 3"));
+    }
+
+    #[test]
+    fn a_copy_moves_to_another_node_stale_until_brought_up() {
+        let ids = nodes(&["a", "b", "c"]);
+        let mut map = ClusterMap::spread(6, 7, &ids).unwrap().with_copies(&ids, 3, 2).unwrap();
+        map.move_copy(0, "c", "d").unwrap();
+        assert_eq!((map.replicas_of(0), map.live_replicas_of(0)), (&nodes(&["b", "d"])[..], vec![&"b".to_owned()]));
+        assert!(map.is_stale(0, "d"));
+        assert!(map.clone().move_copy(0, "b", "c").unwrap_err().contains("fewer than acks = 2"), "d is not up yet");
+        assert!(map.clone().move_copy(0, "c", "e").unwrap_err().contains("keeps no copy"));
+        assert!(map.clone().move_copy(1, "b", "a").unwrap_err().contains("already"), "a owns it");
+        map.unstale(0, "d");
+        map.move_copy(0, "b", "c").unwrap();
+        assert_eq!(map.replicas_of(0), nodes(&["c", "d"]));
+        assert_eq!(ClusterMap::parse(&map.to_text().unwrap()).unwrap(), map);
         let single = ClusterMap::spread(6, 7, &ids).unwrap().with_copies(&ids, 1, 1).unwrap();
         assert_eq!((single.format_version, single.copies()), (1, 1), "no replicas: format 1, as before");
     }

@@ -151,6 +151,15 @@ impl Etcd {
         self.change_map(change, Vec::new()).await.with_context(|| format!("setting {copies} copies of each partition"))
     }
 
+    /// Moves `from`'s copy of `partition` to `to` ([`ClusterMap::move_copy`]), in one
+    /// transaction on the map's revision as read here. The view after it.
+    pub async fn move_copy(&mut self, partition: u32, from: &str, to: &str) -> anyhow::Result<View> {
+        let change = |map: &mut ClusterMap| map.move_copy(partition, from, to).map_err(anyhow::Error::msg);
+        self.change_map(change, Vec::new())
+            .await
+            .with_context(|| format!("moving `{from}`'s copy of partition {partition}"))
+    }
+
     /// Names `node`'s copies of `partitions` up to date again (no longer stale), in one
     /// transaction on the map's revision as read here. The view after it.
     pub async fn refresh(&mut self, node: &str, partitions: &[u32]) -> anyhow::Result<View> {

@@ -4,6 +4,9 @@
 //! it, then prints what the owner reports: records and bytes moved, the time it took, the
 //! rounds of changes sent while writes went on, how long writes to the partition were held for
 //! the last one, the map version that names the new owner, and the stale copy it emptied.
+//! With `--copy-from FROM`, the copy `FROM` keeps of `P` moves to `NODE` instead: a change of
+//! the map alone, which names the new copy stale until the owner brought it up to date from a
+//! snapshot (docs/cluster.md, "Replicas").
 
 use anyhow::Context;
 
@@ -16,13 +19,17 @@ pub struct MoveArgs {
     partition: u32,
     /// The node to give it to (an id of the map).
     node: String,
+    /// Move the copy this node keeps of the partition (a replica), not the partition's owner.
+    #[arg(long, value_name = "FROM")]
+    copy_from: Option<String>,
     #[command(flatten)]
     asking: Asking,
 }
 
 /// Runs `cluster move`.
 pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
-    let (p, to, args) = (args.partition, &args.node, &args.asking);
+    let (p, to, copy_from) = (args.partition, &args.node, args.copy_from.as_deref());
+    let args = &args.asking;
     let runtime = runtime()?;
     let view = runtime.block_on(async { Etcd::connect(&args.etcd).await?.existing_view().await })?;
     anyhow::ensure!(
@@ -35,6 +42,15 @@ pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
         "no node `{to}` in the cluster map (its nodes: {})",
         view.addresses.keys().cloned().collect::<Vec<_>>().join(", ")
     );
+    if let Some(from) = copy_from {
+        let view = runtime.block_on(async { Etcd::connect(&args.etcd).await?.move_copy(p, from, to).await })?;
+        println!(
+            "partition {p}: the copy on {from} moved to {to} (map version {}); {to}'s is brought up to date from a \
+             snapshot, and `shardlite cluster status` names it stale until then",
+            view.map.version
+        );
+        return Ok(());
+    }
     let owner = view.owner(p);
     anyhow::ensure!(owner.node != *to, "partition {p} is on node `{to}` already");
     let path = format!("/admin/move?partition={p}&to={to}");

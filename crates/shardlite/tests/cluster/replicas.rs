@@ -632,3 +632,43 @@ async fn copies_added_later_are_brought_up_to_date_and_then_hold_writes() {
     }
     assert_same_copies(dir.path(), "n1", "n3");
 }
+
+/// A copy moved to another node (`cluster move P NODE --copy-from FROM`), here to a spare node
+/// added to the cluster: named stale, brought up to date from a snapshot by the owner, and then
+/// holding the partition's writes in the old copy's place, with the owner's records.
+#[tokio::test]
+async fn a_copy_moved_to_a_spare_node_is_brought_up_to_date_and_holds_writes() {
+    let Some(bin) = etcd::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = etcd::Etcd::start(&bin, dir.path()).await;
+    let mut nodes = Nodes::init_with(&etcd, &["n1", "n2", "n3"], &["n4"], "http", &["--copies", "3", "--acks", "2"]);
+    for id in ["n1", "n2", "n3", "n4"] {
+        nodes.start(&etcd, id, dir.path(), &QUICK).await;
+    }
+    let (http, n1) = (client(), nodes.server("n1").url.clone());
+    let keys: Vec<u32> = (0..200).filter(|i| nodes.partition(&key(*i)) == 0).collect();
+    let put = |i: u32, v: &str| http.put(format!("{n1}/kv/{}", hex::encode(key(i)))).body(v.to_owned());
+    for &i in &keys {
+        assert_eq!(put(i, "v1").send().await.unwrap().status(), 201);
+    }
+    let moved = super::shardlite(&["cluster", "move", "0", "n4", "--copy-from", "n3", "--etcd", &etcd.endpoints]);
+    assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    for &i in &keys {
+        assert!(put(i, "v2").send().await.unwrap().status().is_success(), "key {i}: n1 and n2 hold it");
+    }
+    super::failover::until("n4's copy is brought up to date", || async {
+        super::get_json(&format!("{n1}/cluster")).await.get("stale").is_none()
+    })
+    .await;
+    assert!(nodes.servers.remove("n2").unwrap().stop().success());
+    for &i in &keys {
+        assert!(put(i, "v3").send().await.unwrap().status().is_success(), "key {i}: n1 and n4 hold it");
+    }
+    for id in ["n1", "n3", "n4"] {
+        assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
+    }
+    let (held, copied) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n4")));
+    assert!(held.1 && copied.1, "both pass check");
+    assert_eq!(held.0[0], copied.0[0], "n4's copy of partition 0 is n1's");
+    assert!(held.0[0].iter().any(|(_, _, _, v)| v == b"v3"));
+}
