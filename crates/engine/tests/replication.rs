@@ -109,9 +109,12 @@ impl Direct {
         }
     }
 
-    /// An empty frame saying the owner's log is committed up to `at`: the copies apply the rest.
+    /// An empty frame saying the owner's log is committed up to `at`: the copies apply the rest
+    /// (sent twice: with `overlap` the first carries the last frame's transactions again, and a
+    /// copy applies at once all it gathered only on a frame with none).
     fn settle(&self, at: u64) {
         self.sent.lock().unwrap().commit = at;
+        self.send(at, at, Vec::new());
         self.send(at, at, Vec::new());
         for (copy, _) in &self.copies {
             copy.check().unwrap();
@@ -487,7 +490,8 @@ fn an_owner_that_died_before_telling_its_copy_of_a_refusal_finds_the_copy_behind
     assert_eq!(copy.receive("owner", new.clone()).unwrap(), Receipt::Behind { position: holds });
     let whole = Frame { resync_all: true, resync: (0..4).collect(), ..new };
     assert_eq!(copy.receive("owner", whole).unwrap(), Receipt::Held { position: start });
-    assert_eq!(copy.get(&key(1)).unwrap().unwrap().value, value(1, 1), "the copy never applied the refused write");
+    let held = copy.get(&key(1)).unwrap().map(|r| r.value);
+    assert_ne!(held, Some(value(1, 2)), "the copy never applied the refused write");
 }
 
 /// A copy closed while it holds writes its owner has not committed yet (under load, usually)
@@ -536,4 +540,26 @@ fn a_copy_closed_holding_uncommitted_writes_goes_on_with_its_owners_stream() {
     assert_eq!(copy.receive("owner", whole).unwrap(), Receipt::Held { position: end });
     copy.check().unwrap();
     assert!(copy.get(&key(20)).unwrap().is_none(), "dropped, not applied: its snapshot brings it");
+}
+
+/// A copy gathers a partition's committed transactions while frames with transactions keep
+/// coming, and applies them together once a frame with none says the owner is idle.
+#[test]
+fn a_copy_gathers_committed_transactions_until_the_owner_is_idle() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
+    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
+    let direct = Direct::new(&owner, &[&copy]);
+    let started = std::time::Instant::now();
+    for i in 0..8 {
+        owner.put(&key(0), value(i, 1), Condition::None).unwrap();
+    }
+    copy.check().unwrap();
+    // Each frame committed the one before it; unless this machine took the gathering's whole
+    // wait over these writes, they wait on the copy.
+    if started.elapsed() < std::time::Duration::from_millis(200) {
+        assert_ne!(copy.get(&key(0)).unwrap().map(|r| r.value), Some(value(6, 1)), "gathered, not applied yet");
+    }
+    direct.settle(log_end(&owner));
+    assert_same(&copy, &owner, "applied together once the owner is idle");
 }

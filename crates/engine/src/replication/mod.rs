@@ -43,6 +43,11 @@ use crate::{
 const RECENT_BYTES: usize = 64 << 20;
 /// Refused ranges kept per owner.
 const REFUSED_KEPT: usize = 1024;
+/// How long a copy gathers a partition's committed transactions before it applies them, in one
+/// SQLite transaction: on a copy a partition's frames carry about one each.
+const GATHER_FOR: Duration = Duration::from_millis(250);
+/// How many committed transactions of a partition a copy applies at once without waiting.
+const GATHER_UP_TO: usize = 64;
 
 /// What a copy answers a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +76,8 @@ struct Tentative {
     /// Where this node logged it.
     local_lsn: u64,
     local_end: u64,
+    /// When it came.
+    came: Instant,
 }
 
 /// What this node holds of one owner's log.
@@ -253,7 +260,7 @@ pub fn receive(
         // Held already (an answer that was lost, or a frame that only says the commit moved).
         (false, Some(position)) if frame.to <= position => {
             source.learn(&frame);
-            settle(&mut source, frame.commit, log, apply)?;
+            settle(&mut source, frame.commit, frame.txs.is_empty(), log, apply)?;
             source.heard = Some(Instant::now());
             return Ok(Receipt::Held { position });
         }
@@ -269,7 +276,7 @@ pub fn receive(
     take_in(&mut source, owner, &frame, log, partitions)?;
     source.position = Some(frame.to);
     source.learn(&frame);
-    settle(&mut source, frame.commit, log, apply)?;
+    settle(&mut source, frame.commit, frame.txs.is_empty(), log, apply)?;
     source.heard = Some(Instant::now());
     Ok(Receipt::Held { position: frame.to })
 }
@@ -304,7 +311,7 @@ fn take_in(source: &mut Source, owner: &str, frame: &Frame, log: &CommitLog, par
             _ => return Err(Error::Replication(format!("the transaction at {lsn} of `{owner}`'s log is malformed"))),
         };
         let (local_lsn, local_end) = log.append(&raw.to_body())?;
-        source.tentative.push_back(Tentative { tx, body: body.clone(), local_lsn, local_end });
+        source.tentative.push_back(Tentative { tx, body: body.clone(), local_lsn, local_end, came: Instant::now() });
         end = Some(local_end);
     }
     match end {
@@ -314,12 +321,26 @@ fn take_in(source: &mut Source, owner: &str, frame: &Frame, log: &CommitLog, par
 }
 
 /// Applies the tentative transactions before `commit` that were not refused (those are
-/// cancelled here), but those of partitions awaiting a snapshot.
-fn settle(source: &mut Source, commit: u64, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
+/// cancelled here), but those of partitions awaiting a snapshot, and, unless `all` (a frame
+/// with no transactions: the owner is idle, or the store closes), those of a partition whose
+/// first committed one came less than [`GATHER_FOR`] ago, fewer than [`GATHER_UP_TO`]: they
+/// wait for the next frames, and are applied with what follows them in one transaction.
+fn settle(source: &mut Source, commit: u64, all: bool, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
     source.commit = source.commit.max(commit);
+    let committed = |t: &Tentative| t.tx.lsn < source.commit && !source.awaiting.contains(&t.tx.partition);
+    let mut gathered: HashMap<u32, (usize, Instant)> = HashMap::new();
+    for t in source.tentative.iter().filter(|t| committed(t)) {
+        let (count, _) = gathered.entry(t.tx.partition).or_insert((0, t.came));
+        *count += 1;
+    }
+    let due: BTreeSet<u32> = gathered
+        .into_iter()
+        .filter(|(_, (count, first))| all || *count >= GATHER_UP_TO || first.elapsed() >= GATHER_FOR)
+        .map(|(p, _)| p)
+        .collect();
     let (mut ready, mut kept) = (Vec::new(), VecDeque::new());
-    for t in source.tentative.drain(..) {
-        match t.tx.lsn < source.commit && !source.awaiting.contains(&t.tx.partition) {
+    for t in std::mem::take(&mut source.tentative) {
+        match committed(&t) && due.contains(&t.tx.partition) {
             true => ready.push(t),
             false => kept.push_back(t),
         }
@@ -347,7 +368,7 @@ pub fn resynced(
     source.resynced.insert(partition);
     source.tentative.retain(|t| t.tx.partition != partition || t.tx.lsn >= position);
     let commit = source.commit;
-    settle(&mut source, commit, log, apply)
+    settle(&mut source, commit, false, log, apply)
 }
 
 /// Applies `ready` (in log order) but the refused ones, which are cancelled here; `done` is
@@ -360,7 +381,7 @@ fn apply_in_order(
     done: Option<oneshot::Sender<Result<()>>>,
 ) -> Result<()> {
     let mut groups: Vec<(u32, Vec<Replicated>)> = Vec::new();
-    for Tentative { tx, body, local_lsn, local_end } in ready {
+    for Tentative { tx, body, local_lsn, local_end, .. } in ready {
         if source.refused(tx.lsn) {
             log.append(&Body::cancel(tx.partition, local_lsn))?;
             continue;
@@ -397,7 +418,7 @@ pub fn closing(sources: &Sources, log: &CommitLog, apply: &mut Apply<'_>) -> Pos
         let mut source = lock(source);
         let kept = source.awaiting.is_empty() && !source.sealed;
         let commit = if kept { source.commit } else { u64::MAX };
-        if let Err(err) = settle(&mut source, commit, log, apply) {
+        if let Err(err) = settle(&mut source, commit, true, log, apply) {
             tracing::warn!(%err, owner, "could not apply a copy's transactions before closing; the next open replays them");
             return (owner.clone(), None);
         }
@@ -435,7 +456,9 @@ pub fn heard(sources: &Sources, owner: &str, partition: u32) -> Option<Duration>
     let known = sources.owners.lock().unwrap_or_else(|p| p.into_inner()).get(owner).cloned()?;
     let source = lock(&known);
     let heard = source.heard.filter(|_| !source.sealed && !source.awaiting.contains(&partition))?;
-    Some(heard.elapsed())
+    // What the owner committed and this copy gathers, not applied yet, lags it too.
+    let gathered = source.tentative.iter().find(|t| t.tx.partition == partition && t.tx.lsn < source.commit);
+    Some(heard.elapsed().max(gathered.map_or(Duration::ZERO, |t| t.came.elapsed())))
 }
 
 /// Takes `owner`'s frames again if a failover sealed it: it came back (its copies on this node
