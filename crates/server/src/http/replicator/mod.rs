@@ -247,34 +247,32 @@ fn sort(shared: &Shared, shipment: &Shipment) -> Sorted {
     let view = shared.cluster.view();
     let (map, me) = (&view.map, shared.cluster.node());
     let mine = |p: u32| map.owners[p as usize] == me;
-    let mut theirs: BTreeMap<String, Theirs> = (0..map.partitions)
+    // Keyed by the view's node ids, cloned once per node at the end, not per transaction.
+    let mut theirs: BTreeMap<&str, Theirs> = (0..map.partitions)
         .filter(|&p| mine(p))
         .flat_map(|p| map.replicas_of(p))
-        .map(|node| (node.clone(), Theirs::default()))
+        .map(|node| (node.as_str(), Theirs::default()))
         .collect();
     let mut needs: Vec<(Vec<String>, usize)> = Vec::new();
     shared.state.with_resyncing(|resyncing| {
+        let counts = |n: &&String, p: u32| resyncing.is_empty() || !resyncing.contains(&((*n).clone(), p));
         for raw in shipment.transactions() {
             let Some(p) = raw.partition().filter(|&p| p < map.partitions && mine(p) && !map.replicas_of(p).is_empty())
             else {
                 continue;
             };
             for node in map.replicas_of(p) {
-                let copy = theirs.entry(node.clone()).or_default();
+                let copy = theirs.entry(node.as_str()).or_default();
                 copy.txs.push((raw.lsn, raw.body.to_vec()));
                 copy.partitions.insert(p);
             }
-            let counted: Vec<String> = map
-                .live_replicas_of(p)
-                .into_iter()
-                .filter(|n| !resyncing.contains(&((*n).clone(), p)))
-                .cloned()
-                .collect();
-            if !needs.iter().any(|(r, _)| *r == counted) {
-                needs.push((counted, map.acks as usize - 1));
+            let counted: Vec<&String> = map.live_replicas_of(p).into_iter().filter(|n| counts(n, p)).collect();
+            if !needs.iter().any(|(r, _)| r.iter().eq(counted.iter().copied())) {
+                needs.push((counted.into_iter().cloned().collect(), map.acks as usize - 1));
             }
         }
     });
+    let theirs = theirs.into_iter().map(|(node, copy)| (node.to_owned(), copy)).collect();
     Sorted { theirs, needs }
 }
 
