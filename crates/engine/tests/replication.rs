@@ -148,6 +148,16 @@ impl Replicate for Direct {
     }
 }
 
+/// An owner and a copy of 4 partitions each, in directories of their own, each flush of the
+/// owner's shipped to the copy ([`Direct`]).
+fn owner_and_copy() -> ((tempfile::TempDir, tempfile::TempDir), Store, Arc<Store>, Arc<Direct>) {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
+    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
+    let direct = Direct::new(&owner, &[&copy]);
+    (dirs, owner, copy, direct)
+}
+
 fn durable() -> Config {
     Config { synchronous: Synchronous::Full, ..small_config() }
 }
@@ -217,10 +227,7 @@ fn a_copy_ends_with_the_owners_records_and_never_applies_a_refused_flush() {
 
 #[test]
 fn a_frame_sent_again_with_what_followed_is_taken_from_where_the_copy_stands() {
-    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
-    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
-    let direct = Direct::new(&owner, &[&copy]);
+    let (_dirs, owner, copy, direct) = owner_and_copy();
     owner.put(&key(0), value(0, 1), Condition::None).unwrap();
     direct.overlap.store(true, Ordering::SeqCst);
     // Each frame holds the previous one's transactions again: the copy takes each once.
@@ -340,10 +347,7 @@ fn a_failover_promotes_the_most_advanced_copy_and_brings_the_other_up_to_it() {
 /// snapshot arrived is applied after it, none twice.
 #[test]
 fn a_copy_that_was_behind_is_brought_up_to_date_from_snapshots_while_writes_go_on() {
-    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
-    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
-    let direct = Direct::new(&owner, &[&copy]);
+    let (_dirs, owner, copy, direct) = owner_and_copy();
     for i in 0..100 {
         owner.put(&key(i), value(i, 1), Condition::None).unwrap();
     }
@@ -499,10 +503,7 @@ fn an_owner_that_died_before_telling_its_copy_of_a_refusal_finds_the_copy_behind
 /// the owner's commit passes them it applies them, but one the owner refused meanwhile.
 #[test]
 fn a_copy_closed_holding_uncommitted_writes_goes_on_with_its_owners_stream() {
-    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
-    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
-    let direct = Direct::new(&owner, &[&copy]);
+    let (dirs, owner, copy, direct) = owner_and_copy();
     for i in 0..20 {
         owner.put(&key(i), value(i, 1), Condition::None).unwrap();
     }
@@ -546,10 +547,7 @@ fn a_copy_closed_holding_uncommitted_writes_goes_on_with_its_owners_stream() {
 /// coming, and applies them together once a frame with none says the owner is idle.
 #[test]
 fn a_copy_gathers_committed_transactions_until_the_owner_is_idle() {
-    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
-    let copy = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
-    let direct = Direct::new(&owner, &[&copy]);
+    let (_dirs, owner, copy, direct) = owner_and_copy();
     let started = std::time::Instant::now();
     for i in 0..8 {
         owner.put(&key(0), value(i, 1), Condition::None).unwrap();
