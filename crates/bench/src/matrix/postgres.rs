@@ -48,7 +48,6 @@ pub struct PostgresRow {
     url: String,
     cluster: Option<Cluster>,
     pool_size: usize,
-    standby: bool,
 }
 
 impl PostgresArgs {
@@ -62,14 +61,14 @@ impl PostgresArgs {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let pool_size = self.pg_pool_size.unwrap_or(cores);
         Ok(match (&self.with_postgres, self.spawn_postgres) {
-            (Some(url), _) => Some(PostgresRow { url: url.clone(), cluster: None, pool_size, standby: false }),
+            (Some(url), _) => Some(PostgresRow { url: url.clone(), cluster: None, pool_size }),
             (None, true) => {
                 let cluster = match self.pg_standby {
                     true => Cluster::start_with_standby(BENCH_TUNING)?,
                     false => Cluster::start(BENCH_TUNING)?,
                 };
                 let url = cluster.url.clone();
-                Some(PostgresRow { url, cluster: Some(cluster), pool_size, standby: self.pg_standby })
+                Some(PostgresRow { url, cluster: Some(cluster), pool_size })
             }
             (None, false) => None,
         })
@@ -79,7 +78,7 @@ impl PostgresArgs {
 impl PostgresRow {
     /// The row's key and label.
     pub fn name(&self) -> (&'static str, &'static str) {
-        if self.standby {
+        if self.cluster.as_ref().is_some_and(Cluster::has_standby) {
             POSTGRES_STANDBY
         } else {
             POSTGRES

@@ -284,10 +284,9 @@ pub fn receive(
 /// Takes `frame`, a new stream's first, as where the owner's log stands. What was held of the
 /// partitions it announces is the snapshots' to bring, and what was restored at open belongs to
 /// an ended stream (dropped: the stream brings every partition from a snapshot); the rest stays
-/// held until the owner's
-/// commit passes it, as before (an owner that restarted resolves it: its replay applied what
-/// its log held, and its first resolved flush commits everything before). Refused ranges past
-/// `from` and the commit point belong to an earlier life of the owner's log.
+/// held until the owner's commit passes it, as before (an owner that restarted resolves it: its
+/// replay applied what its log held, and its first resolved flush commits everything before).
+/// Refused ranges past `from` and the commit point belong to an earlier life of the owner's log.
 fn start_stream(source: &mut Source, frame: &Frame) {
     source.awaiting = frame.resync.iter().copied().collect();
     let (awaiting, restored_end) = (&source.awaiting, source.restored_end.take().unwrap_or(0));
@@ -328,19 +327,18 @@ fn take_in(source: &mut Source, owner: &str, frame: &Frame, log: &CommitLog, par
 fn settle(source: &mut Source, commit: u64, all: bool, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
     source.commit = source.commit.max(commit);
     let committed = |t: &Tentative| t.tx.lsn < source.commit && !source.awaiting.contains(&t.tx.partition);
+    // Each partition's committed transactions: how many, and when the first came (not needed
+    // when all are applied).
     let mut gathered: HashMap<u32, (usize, Instant)> = HashMap::new();
-    for t in source.tentative.iter().filter(|t| committed(t)) {
-        let (count, _) = gathered.entry(t.tx.partition).or_insert((0, t.came));
-        *count += 1;
+    for t in source.tentative.iter().filter(|t| !all && committed(t)) {
+        gathered.entry(t.tx.partition).or_insert((0, t.came)).0 += 1;
     }
-    let due: BTreeSet<u32> = gathered
-        .into_iter()
-        .filter(|(_, (count, first))| all || *count >= GATHER_UP_TO || first.elapsed() >= GATHER_FOR)
-        .map(|(p, _)| p)
-        .collect();
+    let due = |p: u32| {
+        all || gathered.get(&p).is_some_and(|(count, first)| *count >= GATHER_UP_TO || first.elapsed() >= GATHER_FOR)
+    };
     let (mut ready, mut kept) = (Vec::new(), VecDeque::new());
     for t in std::mem::take(&mut source.tentative) {
-        match committed(&t) && due.contains(&t.tx.partition) {
+        match committed(&t) && due(t.tx.partition) {
             true => ready.push(t),
             false => kept.push_back(t),
         }

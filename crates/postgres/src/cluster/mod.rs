@@ -106,6 +106,11 @@ impl Cluster {
         .with_context(|| format!("its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default()))
     }
 
+    /// Whether a synchronous standby keeps every commit too ([`Cluster::start_with_standby`]).
+    pub fn has_standby(&self) -> bool {
+        self.standby.is_some()
+    }
+
     /// The cluster's data directory.
     pub fn data(&self) -> PathBuf {
         self.dir.path().join("data")

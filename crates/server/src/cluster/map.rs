@@ -104,10 +104,15 @@ impl ClusterMap {
                 })
                 .collect(),
         };
-        self.acks = acks;
-        self.format_version = if self.replicas.is_empty() { 1 } else { FORMAT_VERSION };
+        self.set_acks(acks);
         self.validate()?;
         Ok(self)
+    }
+
+    /// Sets `acks`, and the format the copies need: 1 without replicas (which older builds read).
+    fn set_acks(&mut self, acks: u32) {
+        self.acks = acks;
+        self.format_version = if self.replicas.is_empty() { 1 } else { FORMAT_VERSION };
     }
 
     /// Changes the copies of every partition to `copies` and `acks` in place (`cluster copies`).
@@ -155,8 +160,7 @@ impl ClusterMap {
         if copies == 1 {
             (self.replicas, self.stale) = (Vec::new(), Vec::new());
         }
-        self.acks = acks;
-        self.format_version = if self.replicas.is_empty() { 1 } else { FORMAT_VERSION };
+        self.set_acks(acks);
         self.validate()
     }
 

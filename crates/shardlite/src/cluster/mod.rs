@@ -1,8 +1,8 @@
 //! `shardlite cluster`: the commands that make and show a cluster's map in etcd
 //! (docs/cluster.md). `init` creates it, `status` shows it with each node's liveness and
-//! records, `move` gives a partition to another node, `failover` gives a dead node's partitions
-//! to the live ones, `copies` changes how many copies each partition has. The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are
-//! [`etcd`]'s.
+//! records, `move` gives a partition (or one of its copies) to another node, `failover` gives a
+//! dead node's partitions to the live ones, `copies` changes how many copies each partition has.
+//! The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are [`etcd`]'s.
 
 mod auto_failover;
 mod copies;

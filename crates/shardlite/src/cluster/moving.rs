@@ -31,7 +31,8 @@ pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
     let (p, to, copy_from) = (args.partition, &args.node, args.copy_from.as_deref());
     let args = &args.asking;
     let runtime = runtime()?;
-    let view = runtime.block_on(async { Etcd::connect(&args.etcd).await?.existing_view().await })?;
+    let mut etcd = runtime.block_on(Etcd::connect(&args.etcd))?;
+    let view = runtime.block_on(etcd.existing_view())?;
     anyhow::ensure!(
         p < view.map.partitions,
         "partition {p} does not exist: the cluster's partitions are 0..{}",
@@ -43,7 +44,7 @@ pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
         view.addresses.keys().cloned().collect::<Vec<_>>().join(", ")
     );
     if let Some(from) = copy_from {
-        let view = runtime.block_on(async { Etcd::connect(&args.etcd).await?.move_copy(p, from, to).await })?;
+        let view = runtime.block_on(etcd.move_copy(p, from, to))?;
         println!(
             "partition {p}: the copy on {from} moved to {to} (map version {}); {to}'s is brought up to date from a \
              snapshot, and `shardlite cluster status` names it stale until then",

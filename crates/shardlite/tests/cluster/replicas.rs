@@ -329,10 +329,7 @@ async fn a_killed_owner_fails_over_to_its_most_advanced_copy_with_every_acknowle
     // n3 comes back: its stale copies are brought up to date from snapshots, and named so.
     let n1_url = n1.url.clone();
     nodes.start(&etcd, "n3", dir.path(), &["--lease-ttl", super::failover::LEASE_TTL]).await;
-    super::failover::until("n3's copies are up to date", || async {
-        super::get_json(&format!("{n1_url}/cluster")).await.get("stale").is_none()
-    })
-    .await;
+    until_none_stale(&n1_url).await;
     // With n2 stopped, n1's partitions take writes only once n3 holds them again (its copies
     // of n1's own partitions come from snapshots too: it missed their writes while dead).
     assert!(nodes.servers.remove("n2").unwrap().stop().success(), "n2 stops cleanly");
@@ -431,6 +428,14 @@ async fn until_holds_all(url: &str, node: &str) -> Value {
     })
     .await;
     link_to(url, node).await.unwrap()
+}
+
+/// Waits until the map the node at `url` follows names no copy stale: every copy is up to date.
+async fn until_none_stale(url: &str) {
+    super::failover::until("every copy is up to date", || async {
+        super::get_json(&format!("{url}/cluster")).await.get("stale").is_none()
+    })
+    .await;
 }
 
 /// Stops node `id` (SIGSTOP): alive, its connections open, answering nothing until [`resume`].
@@ -613,10 +618,7 @@ async fn copies_added_later_are_brought_up_to_date_and_then_hold_writes() {
     for &i in &keys {
         assert!(put(i, "v2").send().await.unwrap().status().is_success(), "key {i}: writes go on");
     }
-    super::failover::until("the new copies are brought up to date", || async {
-        super::get_json(&format!("{n1}/cluster")).await.get("stale").is_none()
-    })
-    .await;
+    until_none_stale(&n1).await;
     let (done, said) = set_copies(&etcd, &["--copies", "3", "--acks", "2"]);
     assert!(done, "{said}");
     super::failover::until("n1 follows acks 2", || async {
@@ -656,10 +658,7 @@ async fn a_copy_moved_to_a_spare_node_is_brought_up_to_date_and_holds_writes() {
     for &i in &keys {
         assert!(put(i, "v2").send().await.unwrap().status().is_success(), "key {i}: n1 and n2 hold it");
     }
-    super::failover::until("n4's copy is brought up to date", || async {
-        super::get_json(&format!("{n1}/cluster")).await.get("stale").is_none()
-    })
-    .await;
+    until_none_stale(&n1).await;
     assert!(nodes.servers.remove("n2").unwrap().stop().success());
     for &i in &keys {
         assert!(put(i, "v3").send().await.unwrap().status().is_success(), "key {i}: n1 and n4 hold it");
