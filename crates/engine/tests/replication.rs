@@ -561,3 +561,37 @@ fn a_copy_gathers_committed_transactions_until_the_owner_is_idle() {
     direct.settle(log_end(&owner));
     assert_same(&copy, &owner, "applied together once the owner is idle");
 }
+
+/// The owner, alive, hands a partition over to a copy: once the copy holds its log through the
+/// handover's point and was told it is committed that far, the copy applies everything of the
+/// partition it gathered, keeps the owner's epoch (its tags stay valid) and goes on from the
+/// owner's counters; a copy that was not told, or holds less, refuses and changes nothing.
+#[test]
+fn an_owner_hands_a_partition_over_to_a_copy_holding_its_log_through_the_handover() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owner = Store::create(dirs.0.path(), partitions(4), durable()).unwrap();
+    let a = Arc::new(Store::create(dirs.1.path(), partitions(4), durable()).unwrap());
+    let b = Arc::new(Store::create(dirs.2.path(), partitions(4), durable()).unwrap());
+    let direct = Direct::new(&owner, &[&a, &b]);
+    let p = owner.partition_of(&key(0));
+    let other = (1..).find(|&i| owner.partition_of(&key(i)) != p).unwrap();
+    owner.put(&key(other), value(other, 1), Condition::None).unwrap();
+    direct.copies[1].1.store(true, Ordering::SeqCst);
+    for round in 1..=5 {
+        owner.put(&key(0), value(0, round), Condition::None).unwrap();
+    }
+    let through = log_end(&owner);
+    let refused = a.hand_over("owner", p, through, Some(owner.epoch_of(p).unwrap()));
+    assert!(refused.is_err(), "not yet told the owner's log is committed through the handover");
+
+    // A write of another partition: its frame says the log is committed through `through`.
+    owner.put(&key(other), value(other, 2), Condition::None).unwrap();
+    assert!(b.hand_over("owner", p, through, None).is_err(), "b missed the last frames");
+    let records = a.hand_over("owner", p, through, Some(owner.epoch_of(p).unwrap())).unwrap();
+    assert_eq!(records, owner.stats().partitions[p as usize].records);
+    let (before, after) = (owner.get(&key(0)).unwrap().unwrap(), a.get(&key(0)).unwrap().unwrap());
+    assert_eq!((before.version, before.value), (after.version, after.value), "the owner's tag stays valid");
+    let next = a.put(&key(0), value(0, 6), Condition::None).unwrap();
+    assert_eq!(next.version.counter, 6, "the new owner goes on from the owner's counter");
+    assert!(a.check().unwrap().iter().all(|c| c.is_ok()));
+}

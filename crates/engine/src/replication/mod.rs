@@ -11,6 +11,8 @@
 //!  owner dead (a failover):
 //!      seal ─> no more frames from it; its position      tail(P, after) ─> its txs of P since
 //!      catch_up(P, tail of the most advanced copy)       promote(P): every tx of P held applied
+//!  owner alive, handing P over to a copy (it writes P no more):
+//!      hand_over(P, through): held and committed through? every tx of P held applied
 //! ```
 //!
 //! A failover reads the position of every live copy once they are sealed: the most advanced one
@@ -532,6 +534,35 @@ pub fn promote(
     }
     promote_held(&mut source, partition, log, apply, done)?;
     Ok(source.epochs.get(&partition).copied())
+}
+
+/// `owner`, alive, hands `partition` over (its ownership moves to a copy, docs/cluster.md): it
+/// writes the partition no more, and every transaction of its log before `through` was resolved.
+/// If this node holds the owner's log through `through` and was told it is committed that far,
+/// every transaction of `partition` held is applied but the refused ones (`done` answered once
+/// they are); else nothing changes and the handover is refused.
+pub fn hand_over(
+    sources: &Sources,
+    owner: &str,
+    partition: u32,
+    through: u64,
+    log: &CommitLog,
+    apply: &mut Apply<'_>,
+    done: oneshot::Sender<Result<()>>,
+) -> Result<()> {
+    let source = sources.of(owner);
+    let mut source = lock(&source);
+    let follows = !source.sealed && !source.awaiting.contains(&partition);
+    let held = source.position.filter(|_| follows);
+    if held.is_none_or(|held| held < through) || source.commit < through {
+        let held = held.map_or_else(|| "nothing it can count".to_owned(), |at| format!("up to {at}"));
+        return Err(Error::Replication(format!(
+            "this node's copy of partition {partition} holds `{owner}`'s log {held}, committed up to {}: not \
+             through {through}",
+            source.commit
+        )));
+    }
+    promote_held(&mut source, partition, log, apply, done)
 }
 
 /// Applies every tentative transaction of `partition`, in log order, but the refused ones.

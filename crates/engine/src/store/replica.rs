@@ -99,6 +99,23 @@ impl Store {
         Ok(counters.records.load(std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// `owner`, alive, hands `partition` over ([`replication::hand_over`]): every transaction
+    /// of it held through `through` is applied; with `epoch`, this node becomes its owner and
+    /// its versions carry `owner`'s epoch (0: a new one), so every tag the owner gave stays
+    /// valid. Its live records.
+    pub fn hand_over(&self, owner: &str, partition: u32, through: u64, epoch: Option<u64>) -> Result<u64> {
+        let counters = &self.partition(partition)?.counters;
+        let log = self.log.as_deref().ok_or_else(no_log)?;
+        let (done, applied) = oneshot::channel();
+        let mut apply = |p, txs, r| self.apply(p, txs, r);
+        replication::hand_over(&self.sources, owner, partition, through, log, &mut apply, done)?;
+        applied.recv().map_err(|_| Error::Closed)??;
+        if let Some(epoch) = epoch {
+            self.shared.control(partition, |reply| Job::Adopt { partition, step: Adopt::Keep { epoch }, reply })??;
+        }
+        Ok(counters.records.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Where a snapshot for a copy taken now begins: ask before [`Store::send_copy`]. The
     /// snapshot holds every transaction of the log before it.
     pub fn copy_position(&self) -> Result<u64> {

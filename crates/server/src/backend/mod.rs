@@ -245,6 +245,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Box::pin(async move { Err(self.no_replicas()) })
     }
 
+    /// Where this node's commit log ends (`None`: no log): a copy that holds the log up to
+    /// here holds every write this node committed.
+    fn log_end(&self) -> Option<u64> {
+        None
+    }
+
     /// The epoch `partition`'s versions carry here (a copy made owner keeps it); `None`: none
     /// to keep.
     fn partition_epoch(&self, partition: u32) -> Option<u64> {
@@ -290,6 +296,20 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// live records.
     fn promote(&self, owner: String, partition: u32) -> BoxFuture<'_, BackendResult<u64>> {
         let _ = (owner, partition);
+        Box::pin(async move { Err(self.no_replicas()) })
+    }
+
+    /// `owner`, alive, hands `partition` over: every transaction of it held through `through`
+    /// in `owner`'s log is applied; with `epoch`, this node becomes its owner, its versions
+    /// carrying that epoch. Resolves to its live records.
+    fn hand_over(
+        &self,
+        owner: String,
+        partition: u32,
+        through: u64,
+        epoch: Option<u64>,
+    ) -> BoxFuture<'_, BackendResult<u64>> {
+        let _ = (owner, partition, through, epoch);
         Box::pin(async move { Err(self.no_replicas()) })
     }
 

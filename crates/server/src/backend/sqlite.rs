@@ -189,6 +189,10 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn log_end(&self) -> Option<u64> {
+        self.store.log_position()
+    }
+
     fn partition_epoch(&self, partition: u32) -> Option<u64> {
         self.store.epoch_of(partition).ok()
     }
@@ -227,6 +231,20 @@ impl Backend for SqliteBackend {
         Box::pin(async move {
             let promote = move || store.promote(&owner, partition);
             Ok(tokio::task::spawn_blocking(promote).await.map_err(|e| BackendError::Internal(e.to_string()))??)
+        })
+    }
+
+    fn hand_over(
+        &self,
+        owner: String,
+        partition: u32,
+        through: u64,
+        epoch: Option<u64>,
+    ) -> BoxFuture<'_, BackendResult<u64>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            let hand_over = move || store.hand_over(&owner, partition, through, epoch);
+            Ok(tokio::task::spawn_blocking(hand_over).await.map_err(|e| BackendError::Internal(e.to_string()))??)
         })
     }
 

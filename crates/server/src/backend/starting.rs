@@ -103,6 +103,10 @@ impl Backend for Starting {
         Box::pin(async move { self.opened()?.seal(owner).await })
     }
 
+    fn log_end(&self) -> Option<u64> {
+        self.opened().ok().and_then(|b| b.log_end())
+    }
+
     fn copy_heard(&self, owner: &str, partition: u32) -> Option<std::time::Duration> {
         self.opened().ok().and_then(|b| b.copy_heard(owner, partition))
     }
@@ -121,6 +125,16 @@ impl Backend for Starting {
 
     fn promote(&self, owner: String, partition: u32) -> BoxFuture<'_, BackendResult<u64>> {
         Box::pin(async move { self.opened()?.promote(owner, partition).await })
+    }
+
+    fn hand_over(
+        &self,
+        owner: String,
+        partition: u32,
+        through: u64,
+        epoch: Option<u64>,
+    ) -> BoxFuture<'_, BackendResult<u64>> {
+        Box::pin(async move { self.opened()?.hand_over(owner, partition, through, epoch).await })
     }
 
     fn send_copy(&self, partition: u32) -> BoxFuture<'_, BackendResult<(u64, Chunks)>> {

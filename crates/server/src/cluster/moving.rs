@@ -16,8 +16,15 @@ use crate::backend::BoxFuture;
 /// Changes the cluster map where it is kept (etcd), for a move this node runs.
 pub trait MapWriter: Send + Sync + std::fmt::Debug {
     /// Gives `partition` to node `to` in one transaction that fails if the map changed since it
-    /// was read or `from` no longer owns the partition; the view after it.
-    fn reassign<'a>(&'a self, partition: u32, from: &'a str, to: &'a str) -> BoxFuture<'a, Result<View, String>>;
+    /// was read or `from` no longer owns the partition (if `to` kept a copy of it, `from` keeps
+    /// one in its place), naming the copies of the nodes of `stale` stale; the view after it.
+    fn reassign<'a>(
+        &'a self,
+        partition: u32,
+        from: &'a str,
+        to: &'a str,
+        stale: &'a [String],
+    ) -> BoxFuture<'a, Result<View, String>>;
 
     /// `node`'s copies of `partitions` are up to date again: no longer stale, in one
     /// transaction; the view after it.

@@ -193,6 +193,14 @@ impl Replication {
         inner.links.values().all(|l| l.state != LinkState::Streaming || done(l))
     }
 
+    /// Whether `node`'s link is streaming, and the copy holds this node's log up to `through`
+    /// and was told it is committed that far.
+    pub fn holds(&self, node: &str, through: u64) -> bool {
+        let inner = self.inner();
+        let holds = |l: &Link| l.state == LinkState::Streaming && l.held >= through && l.told >= through;
+        inner.links.get(node).is_some_and(holds)
+    }
+
     /// The copy nodes whose links are not streaming now (retrying, or behind).
     pub fn not_streaming(&self) -> Vec<String> {
         let inner = self.inner();

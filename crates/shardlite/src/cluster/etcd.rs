@@ -125,13 +125,17 @@ impl Etcd {
     }
 
     /// Gives `partition` to node `to` in one transaction on the map's revision as read here,
-    /// which fails if the map changed meanwhile; refused if `from` does not own it. The view
-    /// after it.
-    pub async fn reassign(&mut self, partition: u32, from: &str, to: &str) -> anyhow::Result<View> {
+    /// which fails if the map changed meanwhile; refused if `from` does not own it. If `to`
+    /// kept a copy of it, `from` keeps one in its place; the copies of the nodes of `stale` are
+    /// named stale. The view after it.
+    pub async fn reassign(&mut self, partition: u32, from: &str, to: &str, stale: &[String]) -> anyhow::Result<View> {
         let change = |map: &mut ClusterMap| {
             let owner = map.owners.get(partition as usize).context("no such partition in the cluster map")?;
             anyhow::ensure!(owner == from, "node `{from}` does not own partition {partition} in etcd: `{owner}` does");
             map.give(partition, to, false);
+            for node in stale {
+                map.mark_stale(partition, node);
+            }
             Ok(())
         };
         self.change_map(change, Vec::new()).await.with_context(|| format!("giving partition {partition} to `{to}`"))

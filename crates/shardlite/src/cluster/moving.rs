@@ -4,9 +4,11 @@
 //! it, then prints what the owner reports: records and bytes moved, the time it took, the
 //! rounds of changes sent while writes went on, how long writes to the partition were held for
 //! the last one, the map version that names the new owner, and the stale copy it emptied.
-//! With `--copy-from FROM`, the copy `FROM` keeps of `P` moves to `NODE` instead: a change of
-//! the map alone, which names the new copy stale until the owner brought it up to date from a
-//! snapshot (docs/cluster.md, "Replicas").
+//! A partition with copies moves only to a node keeping an up-to-date copy of it: the owner
+//! hands it over (no record travels) and keeps that node's place among its copies. With
+//! `--copy-from FROM`, the copy `FROM` keeps of `P` moves to `NODE` instead: a change of the map
+//! alone, which names the new copy stale until the owner brought it up to date from a snapshot
+//! (docs/cluster.md, "Replicas").
 
 use anyhow::Context;
 
@@ -61,6 +63,17 @@ pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
         .with_context(|| format!("node `{}` did not move partition {p}", owner.node))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&moved)?);
+    } else if moved["handed_over"].as_bool() == Some(true) {
+        let stale = moved["stale"].as_array().map(Vec::len).unwrap_or_default();
+        println!(
+            "partition {p} handed over from {} to {to}, which held a copy ({} records): writes to it held {:.1} ms; \
+             map version {}; {} keeps a copy; {stale} copies named stale",
+            owner.node,
+            moved["records"],
+            moved["write_pause_ms"].as_f64().unwrap_or_default(),
+            moved["map_version"],
+            owner.node
+        );
     } else {
         let figure = |name: &str| moved[name].as_f64().unwrap_or_default();
         println!(

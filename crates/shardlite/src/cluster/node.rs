@@ -198,9 +198,15 @@ impl std::fmt::Debug for EtcdMap {
 }
 
 impl MapWriter for EtcdMap {
-    fn reassign<'a>(&'a self, partition: u32, from: &'a str, to: &'a str) -> BoxFuture<'a, Result<View, String>> {
+    fn reassign<'a>(
+        &'a self,
+        partition: u32,
+        from: &'a str,
+        to: &'a str,
+        stale: &'a [String],
+    ) -> BoxFuture<'a, Result<View, String>> {
         let mut etcd = self.0.clone();
-        Box::pin(async move { etcd.reassign(partition, from, to).await.map_err(|e| format!("{e:#}")) })
+        Box::pin(async move { etcd.reassign(partition, from, to, stale).await.map_err(|e| format!("{e:#}")) })
     }
 
     fn refresh<'a>(&'a self, node: &'a str, partitions: &'a [u32]) -> BoxFuture<'a, Result<View, String>> {

@@ -29,6 +29,7 @@ mod client;
 mod common;
 mod etcd;
 mod failover;
+mod handover;
 mod moving;
 mod netns;
 mod network;

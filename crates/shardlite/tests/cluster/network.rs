@@ -10,10 +10,11 @@
 //!   map and its copies are brought up to date; nothing acknowledged is lost.
 //! - Random faults under load: `SHARDLITE_TEST_FAULTS` (6 here; `scripts/cluster-faults.sh` runs
 //!   100) faults drawn from a seed (`SHARDLITE_TEST_FAULT_SEED`, else the clock; printed), of the
-//!   kinds `SHARDLITE_TEST_FAULT_KINDS` names (`kill,cut,slow,etcd`, the default): a node
-//!   killed and started again, a node cut off from etcd, from the other nodes or from both, a
-//!   node's link slowed to 1 Mbit/s, an etcd member killed and started again; one at a time, held
-//!   for 1.5-4 s, undone, and the cluster left to settle (every node ready and alive in the map,
+//!   kinds `SHARDLITE_TEST_FAULT_KINDS` names (`kill,cut,slow,etcd,handover`, the default): a
+//!   node killed and started again, a node cut off from etcd, from the other nodes or from both,
+//!   a node's link slowed to 1 Mbit/s, an etcd member killed and started again, a partition
+//!   handed over by its owner to one of its copies (not undone); one at a time, held for
+//!   1.5-4 s, undone, and the cluster left to settle (every node ready and alive in the map,
 //!   no copy stale, every link streaming). Then the history is linearizable and every partition's
 //!   copies are identical to its owner's and pass `check`.
 
@@ -240,10 +241,13 @@ enum Fault {
     Slow(usize),
     /// `kill -9` of an etcd member, started again on its data.
     EtcdDown(usize),
+    /// A partition (`partition` modulo their count) handed over by its owner to one of its
+    /// copies (`copy` modulo their count) with `cluster move`: not undone.
+    HandOver { partition: u64, copy: u64 },
 }
 
 /// The kinds of fault a run draws from.
-const KINDS: [&str; 4] = ["kill", "cut", "slow", "etcd"];
+const KINDS: [&str; 5] = ["kill", "cut", "slow", "etcd", "handover"];
 
 impl Fault {
     /// A fault of one of `kinds` (names of [`KINDS`]).
@@ -257,9 +261,24 @@ impl Fault {
                 _ => Fault::Cut { node, etcd: true, nodes: true },
             },
             "slow" => Fault::Slow(node),
+            "handover" => Fault::HandOver { partition: rng.below(1 << 16), copy: node as u64 },
             _ => Fault::EtcdDown(node),
         }
     }
+}
+
+/// Hands a partition over to one of its copies ([`Fault::HandOver`]) with `cluster move`, run in
+/// the clients' namespace. It must succeed: between faults the cluster is whole.
+async fn hand_over(net: &Net, etcd: &etcd::Etcd, partition: u64, copy: u64) {
+    let (map, _) = etcd.map().await;
+    let p = (partition % u64::from(map.partitions)) as u32;
+    let copies = map.replicas_of(p);
+    let to = copies[(copy % copies.len() as u64) as usize].clone();
+    let mut command = net.command("c", EXE);
+    command.args(["cluster", "move", &p.to_string(), &to, "--etcd", &etcd.endpoints]);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+    assert!(out.status.success(), "handing partition {p} to {to}: {}", String::from_utf8_lossy(&out.stderr));
+    println!("{}", String::from_utf8_lossy(&out.stdout).trim());
 }
 
 /// `name` from the environment, parsed, else `default`.
@@ -346,6 +365,7 @@ fn random_faults_under_load_lose_nothing_and_leave_the_copies_identical() {
                 Fault::Cut { node, etcd, nodes } => net.cut(NODES[node], &others(node, etcd, nodes)),
                 Fault::Slow(n) => net.slow(NODES[n]),
                 Fault::EtcdDown(e) => etcd.kill_member(e),
+                Fault::HandOver { partition, copy } => hand_over(&net, &etcd, partition, copy).await,
             }
             tokio::time::sleep(held).await;
             match fault {
@@ -356,6 +376,7 @@ fn random_faults_under_load_lose_nothing_and_leave_the_copies_identical() {
                 Fault::Cut { node, .. } => net.heal(NODES[node]),
                 Fault::Slow(n) => net.unslow(NODES[n]),
                 Fault::EtcdDown(e) => etcd.restart_member(e),
+                Fault::HandOver { .. } => {}
             }
             settled(&mut nodes, &urls, false).await;
         }

@@ -2,7 +2,7 @@
 //! 2 of them before it is answered. Writes through every node land on the owners and on their
 //! copies, whose records, ids and counters end identical to the owner's; with one node killed
 //! the others' writes go on; with two, a write that cannot reach `acks` copies is refused (503
-//! `unreplicated`) and rolled back. A partition with copies is not moved (409).
+//! `unreplicated`) and rolled back, as is a handover to a dead copy (the map stays).
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -41,7 +41,7 @@ pub(super) fn partitions_of(dir: &Path) -> (Vec<Vec<Held>>, bool) {
 }
 
 /// Nodes n1, n2 and n3 of a map with 3 copies of each partition and acks 2, started with `serve`.
-async fn three_copies(etcd: &etcd::Etcd, dir: &Path, serve: &[&str]) -> Nodes {
+pub(super) async fn three_copies(etcd: &etcd::Etcd, dir: &Path, serve: &[&str]) -> Nodes {
     let mut nodes = Nodes::init_with(etcd, &["n1", "n2", "n3"], &[], "http", &["--copies", "3", "--acks", "2"]);
     for id in ["n1", "n2", "n3"] {
         nodes.start(etcd, id, dir, serve).await;
@@ -160,12 +160,16 @@ async fn a_write_too_few_copies_can_hold_is_refused_and_rolled_back() {
     let at_n1 = (0..).find(|&i| initial_owner(nodes.partition(&key(i))) == "n1").unwrap();
     let url = nodes.server("n1").kv(&key(at_n1));
     assert_eq!(http.put(&url).body("kept").send().await.unwrap().status(), 201);
-    let moving = nodes.server("n1").at(&format!("/admin/move?partition={}&to=n2", nodes.partition(&key(at_n1))));
-    let refused = http.post(&moving).send().await.unwrap();
-    assert_eq!(refused.status(), 409, "a partition with copies is not moved");
 
     nodes.servers.remove("n2").unwrap().kill();
     nodes.servers.remove("n3").unwrap().kill();
+    // Nor is the partition handed over to a copy that cannot hold its writes: the map stays.
+    let moving = nodes.server("n1").at(&format!("/admin/move?partition={}&to=n2", nodes.partition(&key(at_n1))));
+    let refused = http.post(&moving).send().await.unwrap();
+    assert_eq!(refused.status(), 503, "n2 is dead");
+    let body: Value = serde_json::from_str(&refused.text().await.unwrap()).unwrap();
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("map was not changed")), "{body}");
+    assert_eq!(super::get_json(&nodes.server("n1").at("/cluster")).await["version"], 1);
     let refused = http.put(&url).body("lost").send().await.unwrap();
     assert_eq!(refused.status(), 503);
     assert!(refused.headers().contains_key("retry-after"));
@@ -235,10 +239,10 @@ async fn degrading_to_async_a_write_too_few_copies_hold_is_acknowledged_and_said
 /// What one writer was answered for its keys: per key, the last value acknowledged with its
 /// tag, and the values written since without an acknowledgement (refused while the owner was
 /// dead, or cut off by its death: those may or may not have happened).
-type Acked = BTreeMap<Vec<u8>, (Option<(String, String)>, Vec<String>)>;
+pub(super) type Acked = BTreeMap<Vec<u8>, (Option<(String, String)>, Vec<String>)>;
 
 /// Writes `keys` in turn, each a new value per round, through `via`, until `stop`.
-async fn write_until(via: String, keys: Vec<Vec<u8>>, stop: tokio::sync::watch::Receiver<bool>) -> Acked {
+pub(super) async fn write_until(via: String, keys: Vec<Vec<u8>>, stop: tokio::sync::watch::Receiver<bool>) -> Acked {
     let http = client();
     let mut acked: Acked = keys.iter().map(|k| (k.clone(), (None, Vec::new()))).collect();
     for round in 0.. {
@@ -472,7 +476,7 @@ fn assert_same_copies(dir: &Path, owner: &str, copy: &str) {
 }
 
 /// The flags of the nodes of [`with_n1_written`].
-const QUICK: [&str; 2] = ["--replication-timeout-ms", "500"];
+pub(super) const QUICK: [&str; 2] = ["--replication-timeout-ms", "500"];
 
 /// Etcd and three nodes (three copies, acks 2, [`QUICK`]) on `dir`, with the keys below 60 of
 /// n1's partitions written through n1.
@@ -637,7 +641,8 @@ async fn copies_added_later_are_brought_up_to_date_and_then_hold_writes() {
 
 /// A copy moved to another node (`cluster move P NODE --copy-from FROM`), here to a spare node
 /// added to the cluster: named stale, brought up to date from a snapshot by the owner, and then
-/// holding the partition's writes in the old copy's place, with the owner's records.
+/// holding the partition's writes in the old copy's place, with the owner's records; then
+/// handed the partition (its owner moved to it), the old owner a copy of it.
 #[tokio::test]
 async fn a_copy_moved_to_a_spare_node_is_brought_up_to_date_and_holds_writes() {
     let Some(bin) = etcd::binary() else { return };
@@ -653,6 +658,9 @@ async fn a_copy_moved_to_a_spare_node_is_brought_up_to_date_and_holds_writes() {
     for &i in &keys {
         assert_eq!(put(i, "v1").send().await.unwrap().status(), 201);
     }
+    let refused = super::shardlite(&["cluster", "move", "0", "n4", "--etcd", &etcd.endpoints]);
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("`n4` keeps no up-to-date copy of partition 0"), "{why}");
     let moved = super::shardlite(&["cluster", "move", "0", "n4", "--copy-from", "n3", "--etcd", &etcd.endpoints]);
     assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
     for &i in &keys {
@@ -663,11 +671,25 @@ async fn a_copy_moved_to_a_spare_node_is_brought_up_to_date_and_holds_writes() {
     for &i in &keys {
         assert!(put(i, "v3").send().await.unwrap().status().is_success(), "key {i}: n1 and n4 hold it");
     }
-    for id in ["n1", "n3", "n4"] {
+    // n4 takes the partition over; n2, dead, does not hold its last writes: named stale.
+    let moving = super::shardlite(&["cluster", "move", "0", "n4", "--etcd", &etcd.endpoints, "--json"]);
+    assert!(moving.status.success(), "{}", String::from_utf8_lossy(&moving.stderr));
+    let moved: Value = serde_json::from_slice(&moving.stdout).unwrap();
+    assert_eq!(moved["stale"], serde_json::json!(["n2"]), "{moved}");
+    // n4 never streamed to n1: its new stream brings n1's copy from a snapshot, after which
+    // the writes are held by two copies again.
+    for &i in &keys {
+        super::failover::until("n4 and n1 hold a write", || async {
+            put(i, "v4").send().await.unwrap().status().is_success()
+        })
+        .await;
+    }
+    // The owner first: it stops once its copies hold everything and know it is committed.
+    for id in ["n4", "n1", "n3"] {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
     }
-    let (held, copied) = (partitions_of(&dir.path().join("n1")), partitions_of(&dir.path().join("n4")));
+    let (held, copied) = (partitions_of(&dir.path().join("n4")), partitions_of(&dir.path().join("n1")));
     assert!(held.1 && copied.1, "both pass check");
-    assert_eq!(held.0[0], copied.0[0], "n4's copy of partition 0 is n1's");
-    assert!(held.0[0].iter().any(|(_, _, _, v)| v == b"v3"));
+    assert_eq!(held.0[0], copied.0[0], "n1's copy of partition 0 is n4's");
+    assert!(held.0[0].iter().all(|(_, _, _, v)| v == b"v4"));
 }

@@ -6,10 +6,12 @@
 //! - `batch`: `POST /batch` split by owner; this node's part runs in `super::batch`.
 //! - `map`: `GET /cluster`, the map this node follows.
 //! - `moving`: `/admin/move`, `/admin/adopt` and `/admin/move/records`, a partition's move.
+//! - `handover`: `/admin/move` of a partition with copies: one of them made its owner.
 //! - `takeover`: `/admin/takeover`, this node's step of a failover.
 //! - `replicate`: `/admin/replicate`, an owner's writes taken in for the copies kept here.
 
 pub(crate) mod batch;
+mod handover;
 pub(crate) mod map;
 pub(crate) mod moving;
 pub(crate) mod replicate;

@@ -114,19 +114,15 @@ async fn move_partition(state: &State, req: Request<Incoming>) -> Result<Respons
     if to == cluster.node() {
         return Err(conflict(format!("partition {partition} is on node `{to}` already")));
     }
-    if !view.map.replicas_of(partition).is_empty() {
-        return Err(conflict(format!(
-            "partition {partition} has copies on {}: a cluster with replicas does not move partitions \
-             (docs/cluster.md, \"Replicas\")",
-            view.map.replicas_of(partition).join(", ")
-        )));
-    }
     let Some(address) = view.addresses.get(&to) else {
         return Err(bad_query(format!("no node `{to}` in the cluster map")));
     };
     let Some(writer) = cluster.map_writer() else {
         return Err(internal("this node cannot change the cluster map".into()));
     };
+    if !view.map.replicas_of(partition).is_empty() {
+        return super::handover::run(state, cluster, writer.as_ref(), partition, &to).await;
+    }
     let target = Owner { partition, node: to.clone(), address: address.clone(), map_version: view.map.version };
     let started = Instant::now();
     state.backend.depart(partition, Departure::Starting).await.map_err(|err| conflict(err.to_string()))?;
@@ -198,7 +194,7 @@ async fn flip(
         return Err(too_long());
     }
     state.backend.depart(partition, Departure::Leaving).await?;
-    let view = writer.reassign(partition, cluster.node(), to).await.map_err(|why| {
+    let view = writer.reassign(partition, cluster.node(), to, &[]).await.map_err(|why| {
         ApiError::new(StatusCode::CONFLICT, "move_failed", format!("the cluster map was not changed: {why}"))
     })?;
     let map_version = view.map.version;
@@ -397,7 +393,7 @@ fn failed(node: &str, why: &str) -> ApiError {
     ApiError::new(StatusCode::BAD_GATEWAY, "move_failed", format!("node `{node}` failed its step of the move: {why}"))
 }
 
-fn conflict(message: String) -> ApiError {
+pub(super) fn conflict(message: String) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, "move_refused", message)
 }
 

@@ -11,6 +11,11 @@
 //!  GET  &part=tail&partition=P&after=N    NODE's transactions of P held here from N (a frame)
 //!  POST &part=catch-up&partition=P        a more advanced copy's tail taken in, every
 //!                                         transaction of P held applied: {"partition": P}
+//!  NODE, alive, hands partition P over (its ownership moves to a copy; NODE writes P no more):
+//!  POST &part=hand-over&partition=P&through=T[&epoch=E]   once NODE's log is held here through
+//!                                T and committed that far: every transaction of P held
+//!                                applied; with `epoch`, this node becomes P's owner, keeping
+//!                                NODE's epoch E: {"partition": P, "records": N}
 //!  a copy NODE is to take from a snapshot (its owner's link announced P in a new stream):
 //!  POST &part=copy&partition=P   on the copy: pulls the next one from NODE, takes P in from it,
 //!                                applies what it held of NODE's log since: {"partition", "records"}
@@ -81,9 +86,7 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
         }
         (&Method::GET, Some("tail")) => {
             let partition = partition_of(cluster, &query)?;
-            let after = param(&query, "after")?;
-            let after =
-                after.parse().map_err(|_| bad_query(format!("`after` must be a log position, not `{after}`")))?;
+            let after = number(&query, "after")?;
             let tail = state.backend.tail(from, partition, after).await?;
             Ok(response::with_body(StatusCode::OK, OCTET_STREAM, tail))
         }
@@ -93,6 +96,14 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
             let frame = read_frame(state, req.into_body()).await?;
             state.backend.catch_up(from, partition, frame.into()).await?;
             json(&json!({ "partition": partition }))
+        }
+        (&Method::POST, Some("hand-over")) => {
+            let partition = partition_of(cluster, &query)?;
+            refuse_unless_owner(cluster, &from, partition)?;
+            let through = number(&query, "through")?;
+            let epoch = param(&query, "epoch").ok().map(|_| number(&query, "epoch")).transpose()?;
+            let records = state.backend.hand_over(from, partition, through, epoch).await?;
+            json(&json!({ "partition": partition, "records": records }))
         }
         (&Method::GET, Some("snapshot")) => {
             let partition = partition_of(cluster, &query)?;
@@ -104,7 +115,11 @@ pub async fn handle(state: &State, req: Request<Incoming>) -> Result<Response, A
         }
         (method, part) => Err(bad_query(format!(
             "{method} /admin/replicate takes part = {}, not `{}`",
-            if method == Method::GET { "tail or snapshot" } else { "seal, catch-up or copy (or none: a frame)" },
+            if method == Method::GET {
+                "tail or snapshot"
+            } else {
+                "seal, catch-up, hand-over or copy (or none: a frame)"
+            },
             part.unwrap_or_default()
         ))),
     }
@@ -227,4 +242,28 @@ fn refuse_unless_dead(cluster: &Cluster, node: &str) -> Result<(), ApiError> {
             format!("node `{node}` holds its lease: only a dead node's copies are sealed or brought up to date"),
         )),
     }
+}
+
+/// Refuses unless `node` owns `partition` in this node's map and this node keeps an up-to-date
+/// copy of it: only its owner hands it over, to a copy that holds it.
+fn refuse_unless_owner(cluster: &Cluster, node: &str, partition: u32) -> Result<(), ApiError> {
+    let view = cluster.view();
+    let refused = if view.map.owners[partition as usize] != node {
+        format!("node `{node}` does not own partition {partition} in this node's map (version {})", view.map.version)
+    } else if !view.map.live_replicas_of(partition).iter().any(|n| *n == cluster.node()) {
+        format!(
+            "node `{}` keeps no up-to-date copy of partition {partition} in its map (version {})",
+            cluster.node(),
+            view.map.version
+        )
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::new(StatusCode::CONFLICT, "move_refused", format!("{refused}: no handover")))
+}
+
+/// The query's `name=`, a number (a log position or an epoch).
+fn number(query: &str, name: &str) -> Result<u64, ApiError> {
+    let value = param(query, name)?;
+    value.parse().map_err(|_| bad_query(format!("`{name}` must be a number, not `{value}`")))
 }
