@@ -435,7 +435,7 @@ async fn until_holds_all(url: &str, node: &str) -> Value {
 }
 
 /// Waits until the map the node at `url` follows names no copy stale: every copy is up to date.
-async fn until_none_stale(url: &str) {
+pub(super) async fn until_none_stale(url: &str) {
     super::failover::until("every copy is up to date", || async {
         super::get_json(&format!("{url}/cluster")).await.get("stale").is_none()
     })
@@ -667,6 +667,12 @@ async fn a_copy_moved_to_a_spare_node_is_brought_up_to_date_and_holds_writes() {
         assert!(put(i, "v2").send().await.unwrap().status().is_success(), "key {i}: n1 and n2 hold it");
     }
     until_none_stale(&n1).await;
+    // Moved back to n3 and again to n4: each time stale, then brought up to date.
+    for (from, to) in [("n4", "n3"), ("n3", "n4")] {
+        let moved = super::shardlite(&["cluster", "move", "0", to, "--copy-from", from, "--etcd", &etcd.endpoints]);
+        assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+        until_none_stale(&n1).await;
+    }
     assert!(nodes.servers.remove("n2").unwrap().stop().success());
     for &i in &keys {
         assert!(put(i, "v3").send().await.unwrap().status().is_success(), "key {i}: n1 and n4 hold it");

@@ -75,7 +75,11 @@ struct Stream {
 impl Stream {
     /// The partitions this node owns whose copy on `node` the map names stale and this stream
     /// has not announced (none at once while the map names no copy stale: every frame asks).
-    fn unannounced_stale(&self, map: &ClusterMap, me: &str, node: &str) -> BTreeSet<u32> {
+    /// A partition announced is forgotten once the map no longer names it stale here (brought
+    /// up to date, or given away, or its copy moved): named stale again later, it is announced
+    /// again.
+    fn unannounced_stale(&mut self, map: &ClusterMap, me: &str, node: &str) -> BTreeSet<u32> {
+        self.announced.retain(|&p| map.owners.get(p as usize).is_some_and(|o| o == me) && map.is_stale(p, node));
         if map.stale.is_empty() {
             return BTreeSet::new();
         }
