@@ -3,7 +3,7 @@
 //! | key | value | written by |
 //! |---|---|---|
 //! | `PREFIX` `map` | the map document ([`ClusterMap`]: TOML and its checksum line) | `cluster init`; later changes by transactions comparing its previous revision |
-//! | `PREFIX` `nodes/ID` | the node's HTTP address, `http://HOST:PORT` | `cluster init` |
+//! | `PREFIX` `nodes/ID` | the node's HTTP address, `http://HOST:PORT` | `cluster init`, `cluster add-node` |
 //! | `PREFIX` `alive/ID` | the address the node serves on, attached to its lease | `serve --cluster`, kept alive while it runs |
 //! | `PREFIX` `replicas/ID` | the node's Litestream replica URL (partition N at `<URL>/pNNNN`) | `serve --cluster --litestream-replica`, at each start |
 //! | `PREFIX` `stopped/ID` | empty: the node stopped in order (no failover wanted) | `serve --cluster` at an orderly stop; removed at its next start |
@@ -155,13 +155,31 @@ impl Etcd {
         self.change_map(change, Vec::new()).await.with_context(|| format!("setting {copies} copies of each partition"))
     }
 
-    /// Moves `from`'s copy of `partition` to `to` ([`ClusterMap::move_copy`]), in one
-    /// transaction on the map's revision as read here. The view after it.
-    pub async fn move_copy(&mut self, partition: u32, from: &str, to: &str) -> anyhow::Result<View> {
-        let change = |map: &mut ClusterMap| map.move_copy(partition, from, to).map_err(anyhow::Error::msg);
-        self.change_map(change, Vec::new())
-            .await
-            .with_context(|| format!("moving `{from}`'s copy of partition {partition}"))
+    /// Moves each `(partition, from, to)` of `moves`, `from`'s copy of the partition to `to`
+    /// ([`ClusterMap::move_copy`]), in one transaction on the map's revision as read here. The
+    /// view after it.
+    pub async fn move_copies(&mut self, moves: &[(u32, String, String)]) -> anyhow::Result<View> {
+        let change = |map: &mut ClusterMap| {
+            for (partition, from, to) in moves {
+                map.move_copy(*partition, from, to)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("moving `{from}`'s copy of partition {partition}"))?;
+            }
+            Ok(())
+        };
+        self.change_map(change, Vec::new()).await
+    }
+
+    /// Adds node `id` at `address` to the cluster, owning nothing yet (a spare): refused if the
+    /// cluster has a node of that id, or no map.
+    pub async fn add_node(&mut self, id: &str, address: &str) -> anyhow::Result<()> {
+        let key = self.key(&format!("nodes/{id}"));
+        let checks = [Compare::CreateRevision(key.clone(), 0)];
+        let view = self.existing_view().await?;
+        anyhow::ensure!(!view.addresses.contains_key(id), "the cluster has a node `{id}` already");
+        let done = self.client.txn(&checks, &[TxnOp::put(key.as_str(), address)]).await.context("adding the node")?;
+        anyhow::ensure!(done, "the cluster has a node `{id}` already");
+        Ok(())
     }
 
     /// Names `node`'s copies of `partitions` up to date again (no longer stale), in one

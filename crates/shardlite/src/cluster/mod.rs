@@ -1,10 +1,12 @@
 //! `shardlite cluster`: the commands that make and show a cluster's map in etcd
 //! (docs/cluster.md). `init` creates it, `status` shows it with each node's liveness and
 //! records, `move` gives a partition (or one of its copies) to another node, `failover` gives a
-//! dead node's partitions to the live ones, `copies` changes how many copies each partition has.
+//! dead node's partitions to the live ones, `copies` changes how many copies each partition has,
+//! `add-node` adds a node owning nothing yet, `balance` spreads partitions and copies evenly.
 //! The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are [`etcd`]'s.
 
 mod auto_failover;
+mod balance;
 mod copies;
 pub mod etcd;
 mod failover;
@@ -32,6 +34,8 @@ use crate::remote::Auth;
                         shardlite cluster status --etcd http://10.0.0.9:2379\n  \
                         shardlite cluster move 17 n3 --etcd http://10.0.0.9:2379 --token-file admin.token\n  \
                         shardlite cluster copies --copies 3 --acks 1 --etcd http://10.0.0.9:2379\n  \
+                        shardlite cluster add-node n4=http://10.0.0.4:8080 --etcd http://10.0.0.9:2379\n  \
+                        shardlite cluster balance --etcd http://10.0.0.9:2379 --token-file admin.token\n  \
                         shardlite cluster failover n2 --etcd http://10.0.0.9:2379 --token-file admin.token")]
 pub struct ClusterArgs {
     #[command(subcommand)]
@@ -54,6 +58,22 @@ enum ClusterCommand {
     /// Change how many copies each partition has and how many must hold a write; new copies
     /// are brought up to date from snapshots while writes go on.
     Copies(copies::CopiesArgs),
+    /// Add a node to the cluster, owning nothing yet: it can then start (`serve --cluster
+    /// --node-id ID`), and take partitions and copies (`move`, `balance`).
+    AddNode(AddNodeArgs),
+    /// Spread the partitions and their copies evenly over the live nodes: partitions handed to
+    /// nodes keeping up-to-date copies of them (or moved, without copies), copies moved.
+    Balance(balance::BalanceArgs),
+}
+
+/// `shardlite cluster add-node`.
+#[derive(Debug, Args)]
+struct AddNodeArgs {
+    /// The node: ID=http://HOST:PORT (or https://, for a node serving TLS).
+    #[arg(value_name = "ID=URL")]
+    node: String,
+    #[command(flatten)]
+    etcd: EtcdOptions,
 }
 
 /// What the commands that read the map and ask the nodes take.
@@ -106,7 +126,22 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
         ClusterCommand::Move(args) => moving::run(&args),
         ClusterCommand::Failover(args) => failover::run(&args),
         ClusterCommand::Copies(args) => copies::run(&args),
+        ClusterCommand::AddNode(args) => add_node(&args),
+        ClusterCommand::Balance(args) => balance::run(&args),
     }
+}
+
+fn add_node(args: &AddNodeArgs) -> anyhow::Result<()> {
+    let (id, address) = node_spec(&args.node)?;
+    runtime()?.block_on(async {
+        let mut etcd = Etcd::connect(&args.etcd).await?;
+        etcd.add_node(&id, &address).await
+    })?;
+    println!(
+        "node {id} added at {address}, owning nothing yet: start it (`shardlite serve --cluster --node-id {id}`), \
+         then `shardlite cluster balance` gives it its share"
+    );
+    Ok(())
 }
 
 fn init(args: &InitArgs) -> anyhow::Result<()> {

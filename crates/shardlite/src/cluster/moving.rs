@@ -12,6 +12,8 @@
 
 use anyhow::Context;
 
+use shardlite_server::cluster::View;
+
 use super::{etcd::Etcd, runtime, Asking};
 
 /// `shardlite cluster move`.
@@ -46,7 +48,7 @@ pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
         view.addresses.keys().cloned().collect::<Vec<_>>().join(", ")
     );
     if let Some(from) = copy_from {
-        let view = runtime.block_on(etcd.move_copy(p, from, to))?;
+        let view = runtime.block_on(etcd.move_copies(&[(p, from.to_owned(), to.clone())]))?;
         println!(
             "partition {p}: the copy on {from} moved to {to} (map version {}); {to}'s is brought up to date from a \
              snapshot, and `shardlite cluster status` names it stale until then",
@@ -56,39 +58,48 @@ pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
     }
     let owner = view.owner(p);
     anyhow::ensure!(owner.node != *to, "partition {p} is on node `{to}` already");
-    let path = format!("/admin/move?partition={p}&to={to}");
-    let node = args.auth.connect(&owner.address)?;
-    let moved: serde_json::Value = node
-        .json(reqwest::Method::POST, &path, None)
-        .with_context(|| format!("node `{}` did not move partition {p}", owner.node))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&moved)?);
-    } else if moved["handed_over"].as_bool() == Some(true) {
-        let stale = moved["stale"].as_array().map(Vec::len).unwrap_or_default();
-        println!(
-            "partition {p} handed over from {} to {to}, which held a copy ({} records): writes to it held {:.1} ms; \
-             map version {}; {} keeps a copy; {stale} copies named stale",
-            owner.node,
-            moved["records"],
-            moved["write_pause_ms"].as_f64().unwrap_or_default(),
-            moved["map_version"],
-            owner.node
-        );
-    } else {
-        let figure = |name: &str| moved[name].as_f64().unwrap_or_default();
-        println!(
-            "partition {p} moved from {} to {to}: {} records, {} bytes in {:.2} s ({} rounds of changes); \
-             writes to it held {:.1} ms for the last {} changes; map version {}; {} records of the stale copy emptied",
-            owner.node,
-            moved["records"],
-            moved["bytes"],
-            figure("seconds"),
-            moved["rounds"],
-            figure("write_pause_ms"),
-            moved["last_changes"],
-            moved["map_version"],
-            moved["dropped"]
-        );
+    let moved = ask_move(args, &view, p, to)?;
+    match args.json {
+        true => println!("{}", serde_json::to_string_pretty(&moved)?),
+        false => println!("{}", summary(&view, p, to, &moved)),
     }
     Ok(())
+}
+
+/// Asks the owner of partition `p` in `view` to give it to node `to` (`POST /admin/move`): its
+/// answer.
+pub(super) fn ask_move(args: &Asking, view: &View, p: u32, to: &str) -> anyhow::Result<serde_json::Value> {
+    let owner = view.owner(p);
+    let path = format!("/admin/move?partition={p}&to={to}");
+    let node = args.auth.connect(&owner.address)?;
+    node.json(reqwest::Method::POST, &path, None)
+        .with_context(|| format!("node `{}` did not move partition {p}", owner.node))
+}
+
+/// One line saying what the owner of partition `p` in `view` answered `moved`, giving it to `to`.
+pub(super) fn summary(view: &View, p: u32, to: &str, moved: &serde_json::Value) -> String {
+    let from = view.owner(p).node;
+    let figure = |name: &str| moved[name].as_f64().unwrap_or_default();
+    if moved["handed_over"].as_bool() == Some(true) {
+        let stale = moved["stale"].as_array().map(Vec::len).unwrap_or_default();
+        return format!(
+            "partition {p} handed over from {from} to {to}, which held a copy ({} records): writes to it held \
+             {:.1} ms; map version {}; {from} keeps a copy; {stale} copies named stale",
+            moved["records"],
+            figure("write_pause_ms"),
+            moved["map_version"],
+        );
+    }
+    format!(
+        "partition {p} moved from {from} to {to}: {} records, {} bytes in {:.2} s ({} rounds of changes); writes \
+         to it held {:.1} ms for the last {} changes; map version {}; {} records of the stale copy emptied",
+        moved["records"],
+        moved["bytes"],
+        figure("seconds"),
+        moved["rounds"],
+        figure("write_pause_ms"),
+        moved["last_changes"],
+        moved["map_version"],
+        moved["dropped"]
+    )
 }

@@ -11,7 +11,8 @@
 //!   the map changed comes back on the new version.
 //! - The Rust client's cluster mode (`client`): each request straight to its owner, a 421
 //!   after a move read as "read the map again".
-//! - Moving a partition (`moving`).
+//! - Moving a partition (`moving`); one with copies handed to a copy (`handover`); a node added
+//!   later taking its share (`balance`).
 //! - Replicas (`replicas`): every write held by `acks` copies before its answer; the copies end
 //!   identical to the owner's partition; too few copies alive: 503 `unreplicated`, rolled back.
 //! - Real network faults (`network`, in namespaces of the test's own: `netns`): an owner cut
@@ -22,6 +23,7 @@
 //!   survivors; a node back with a stale map forwards.
 #![allow(clippy::unwrap_used)]
 
+mod balance;
 #[path = "../common/certs.rs"]
 mod certs;
 mod client;

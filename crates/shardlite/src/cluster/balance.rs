@@ -1,0 +1,262 @@
+//! `shardlite cluster balance`: spreads the partitions and their copies evenly over the live
+//! nodes, a node added later (`cluster add-node`) included (docs/cluster.md, "Balancing").
+//!
+//! ```text
+//!  plan, on a copy of the map:
+//!    owners: while some node owns 2 or more partitions more than another, give one of its
+//!            partitions to such a node: with copies, only one keeping an up-to-date copy of it
+//!            (a handover); without, any (a move, records and all)
+//!    copies: while some node keeps 2 or more copies more than another, move one to such a node
+//!            holding none of that partition, if the partition keeps `acks` copies up to date
+//!  run: each owner step as `cluster move` does (POST /admin/move on the owner), in turn; then
+//!       every copy step in one etcd transaction (the new copies stale until brought up to date)
+//! ```
+//!
+//! A node that keeps no up-to-date copy of any partition cannot be handed one: a first run moves
+//! copies to it, and a second, once `cluster status` names none stale, gives it partitions.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use serde::Serialize;
+use shardlite_server::cluster::ClusterMap;
+
+use super::{etcd::Etcd, moving, runtime, Asking};
+
+/// `shardlite cluster balance`.
+#[derive(Debug, clap::Args)]
+pub struct BalanceArgs {
+    /// Print the steps without taking them.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    asking: Asking,
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+enum Step {
+    /// `to` takes `partition` from its owner `from` (a handover to its copy, or a move).
+    Owner { partition: u32, from: String, to: String },
+    /// `from`'s copy of `partition` moves to `to`, stale until brought up to date.
+    Copy { partition: u32, from: String, to: String },
+}
+
+/// Runs `cluster balance`.
+pub fn run(args: &BalanceArgs) -> anyhow::Result<()> {
+    let asking = &args.asking;
+    let runtime = runtime()?;
+    let mut etcd = runtime.block_on(Etcd::connect(&asking.etcd))?;
+    let view = runtime.block_on(etcd.existing_view())?;
+    let dead: Vec<&String> = view.addresses.keys().filter(|n| !view.alive.contains(*n)).collect();
+    anyhow::ensure!(
+        dead.is_empty(),
+        "not every node is alive ({}): bring them back, or fail them over, first",
+        dead.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    let nodes: Vec<String> = view.addresses.keys().cloned().collect();
+    let steps = plan(&view.map, &nodes);
+    if steps.is_empty() {
+        if let Some(uneven) = uneven(&view.map, &nodes) {
+            anyhow::bail!("{uneven}, and no step can even it out: {}", stuck_why(&view.map));
+        }
+    }
+    if args.dry_run || steps.is_empty() {
+        return report(&steps, asking.json, args.dry_run);
+    }
+    for step in &steps {
+        if let Step::Owner { partition, to, .. } = step {
+            let done = moving::ask_move(asking, &view, *partition, to)?;
+            if !asking.json {
+                println!("{}", moving::summary(&view, *partition, to, &done));
+            }
+        }
+    }
+    let copies: Vec<(u32, String, String)> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Copy { partition, from, to } => Some((*partition, from.clone(), to.clone())),
+            Step::Owner { .. } => None,
+        })
+        .collect();
+    if !copies.is_empty() {
+        let after = runtime.block_on(etcd.move_copies(&copies)).context("moving the copies")?;
+        if !asking.json {
+            println!(
+                "{} copies moved (map version {}); they are brought up to date from snapshots, and `shardlite \
+                 cluster status` names them stale until then: run `cluster balance` again then, to give the \
+                 nodes that took them partitions",
+                copies.len(),
+                after.map.version
+            );
+        }
+    }
+    if asking.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "steps": steps }))?);
+    }
+    Ok(())
+}
+
+/// Prints `steps` (not taken: `planned`).
+fn report(steps: &[Step], json: bool, planned: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "steps": steps, "planned": planned }))?);
+        return Ok(());
+    }
+    if steps.is_empty() {
+        println!("the partitions and their copies are spread evenly: nothing to do");
+    }
+    for step in steps {
+        match step {
+            Step::Owner { partition, from, to } => println!("partition {partition}: its owner {from} -> {to}"),
+            Step::Copy { partition, from, to } => println!("partition {partition}: the copy on {from} -> {to}"),
+        }
+    }
+    Ok(())
+}
+
+/// How the partitions or copies of `map` are spread unevenly over `nodes` (some node has 2 or
+/// more more than another), if they are.
+fn uneven(map: &ClusterMap, nodes: &[String]) -> Option<String> {
+    let kept = |n: &String| (0..map.partitions).filter(|&p| map.replicas_of(p).contains(n)).count();
+    let spread = |what: &str, count: &dyn Fn(&String) -> usize| {
+        let counts: Vec<usize> = nodes.iter().map(count).collect();
+        let (min, max) = (counts.iter().min()?, counts.iter().max()?);
+        let each: Vec<String> = nodes.iter().zip(&counts).map(|(n, c)| format!("{n} {c}")).collect();
+        (max - min >= 2).then(|| format!("{what}: {}", each.join(", ")))
+    };
+    let owned = spread("partitions owned", &|n| map.owned_by(n).len());
+    let copies = spread("copies kept", &kept);
+    let both: Vec<String> = owned.into_iter().chain(copies).collect();
+    (!both.is_empty()).then(|| format!("the spread is uneven ({})", both.join("; ")))
+}
+
+/// Why no step can be taken on `map`, which has copies (without, a partition can always move).
+fn stuck_why(map: &ClusterMap) -> String {
+    let stale: usize = map.stale.iter().map(Vec::len).sum();
+    if stale > 0 {
+        return format!(
+            "{stale} copies are not up to date yet (a partition goes only to a node keeping an up-to-date copy of \
+             it): run it again once `shardlite cluster status` names none stale"
+        );
+    }
+    format!(
+        "a partition goes only to a node keeping an up-to-date copy of it, and a copy moves only while {} others \
+         stay up to date (acks): lower acks first (`shardlite cluster copies`)",
+        map.acks
+    )
+}
+
+/// The steps that spread `map`'s partitions, then their copies, evenly over `nodes` (see the
+/// module's doc), found on a copy of the map that takes each in turn.
+fn plan(map: &ClusterMap, nodes: &[String]) -> Vec<Step> {
+    let mut map = map.clone();
+    let mut steps = Vec::new();
+    while let Some((partition, from, to)) = next_owner(&map, nodes) {
+        map.give(partition, &to, false);
+        steps.push(Step::Owner { partition, from, to });
+    }
+    while let Some((partition, from, to)) = next_copy(&map, nodes) {
+        map.move_copy(partition, &from, &to).expect("tried on a copy of the map");
+        steps.push(Step::Copy { partition, from, to });
+    }
+    steps
+}
+
+/// A partition to give from a node owning 2 or more more than another to that one: from the
+/// most loaded first, to the least.
+fn next_owner(map: &ClusterMap, nodes: &[String]) -> Option<(u32, String, String)> {
+    let owned: BTreeMap<&String, usize> = nodes.iter().map(|n| (n, map.owned_by(n).len())).collect();
+    for (from, to) in pairs(&owned) {
+        let takes = |p: &u32| map.replicas_of(*p).is_empty() || map.live_replicas_of(*p).contains(&to);
+        if let Some(p) = map.owned_by(from).into_iter().find(takes) {
+            return Some((p, from.clone(), to.clone()));
+        }
+    }
+    None
+}
+
+/// A copy to move from a node keeping 2 or more more than another to that one, where the
+/// partition keeps enough copies up to date meanwhile.
+fn next_copy(map: &ClusterMap, nodes: &[String]) -> Option<(u32, String, String)> {
+    let kept = |n: &String| (0..map.partitions).filter(|&p| map.replicas_of(p).contains(n)).count();
+    let copies: BTreeMap<&String, usize> = nodes.iter().map(|n| (n, kept(n))).collect();
+    for (from, to) in pairs(&copies) {
+        let movable = |p: &u32| map.replicas_of(*p).contains(from) && map.clone().move_copy(*p, from, to).is_ok();
+        if let Some(p) = (0..map.partitions).find(movable) {
+            return Some((p, from.clone(), to.clone()));
+        }
+    }
+    None
+}
+
+/// The pairs of nodes `(from, to)` whose counts differ by 2 or more, the most loaded `from`
+/// first and, for each, the least loaded `to` first.
+fn pairs<'a>(counts: &BTreeMap<&'a String, usize>) -> Vec<(&'a String, &'a String)> {
+    let mut by_count: Vec<(&String, usize)> = counts.iter().map(|(n, c)| (*n, *c)).collect();
+    by_count.sort_by_key(|(n, c)| (*c, *n));
+    let mut pairs = Vec::new();
+    for (from, more) in by_count.iter().rev() {
+        pairs.extend(by_count.iter().filter(|(_, fewer)| fewer + 2 <= *more).map(|(to, _)| (*from, *to)));
+    }
+    pairs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn without_copies_a_new_node_takes_its_share_of_partitions() {
+        let map = ClusterMap::spread(8, 1, &ids(&["n1", "n2", "n3"])).unwrap();
+        let nodes = ids(&["n1", "n2", "n3", "n4"]);
+        let steps = plan(&map, &nodes);
+        assert_eq!(steps.len(), 2, "{steps:?}");
+        assert!(steps.iter().all(|s| matches!(s, Step::Owner { to, .. } if to == "n4")), "{steps:?}");
+        assert!(plan(&map, &ids(&["n1", "n2", "n3"])).is_empty(), "3, 3 and 2: even");
+    }
+
+    #[test]
+    fn with_copies_a_new_node_takes_copies_first_then_partitions() {
+        let three = ids(&["n1", "n2", "n3"]);
+        let map = ClusterMap::spread(8, 1, &three).unwrap().with_copies(&three, 3, 2).unwrap();
+        let nodes = ids(&["n1", "n2", "n3", "n4"]);
+        let steps = plan(&map, &nodes);
+        assert!(steps.iter().all(|s| matches!(s, Step::Copy { to, .. } if to == "n4")), "{steps:?}");
+        // 16 copies over 4 nodes: 4 each.
+        assert_eq!(steps.len(), 4, "{steps:?}");
+        let mut after = map.clone();
+        for step in &steps {
+            let Step::Copy { partition, from, to } = step else { unreachable!() };
+            after.move_copy(*partition, from, to).unwrap();
+            after.unstale(*partition, to);
+        }
+        // Once its copies are up to date, it is handed partitions: 2 of the 8.
+        let second = plan(&after, &nodes);
+        let handed = second.iter().filter(|s| matches!(s, Step::Owner { to, .. } if to == "n4")).count();
+        assert_eq!(handed, 2, "{second:?}");
+        let mut last = after.clone();
+        for step in &second {
+            match step {
+                Step::Owner { partition, to, .. } => last.give(*partition, to, false),
+                Step::Copy { partition, from, to } => last.move_copy(*partition, from, to).unwrap(),
+            }
+        }
+        let owned: Vec<usize> = nodes.iter().map(|n| last.owned_by(n).len()).collect();
+        assert_eq!(owned, [2, 2, 2, 2], "{last:?}");
+        assert!(last.validate().is_ok());
+    }
+
+    #[test]
+    fn a_copy_is_not_moved_where_too_few_would_stay_up_to_date() {
+        let two = ids(&["n1", "n2"]);
+        let map = ClusterMap::spread(4, 1, &two).unwrap().with_copies(&two, 2, 2).unwrap();
+        let steps = plan(&map, &ids(&["n1", "n2", "n3"]));
+        assert!(steps.is_empty(), "acks 2 of 2 copies: no copy may be stale: {steps:?}");
+    }
+}
