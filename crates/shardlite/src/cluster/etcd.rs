@@ -132,6 +132,13 @@ impl Etcd {
         let change = |map: &mut ClusterMap| {
             let owner = map.owners.get(partition as usize).context("no such partition in the cluster map")?;
             anyhow::ensure!(owner == from, "node `{from}` does not own partition {partition} in etcd: `{owner}` does");
+            // A partition with copies goes only to one of them that holds every write (a
+            // handover): the map may have changed since the owner looked.
+            let copies = map.replicas_of(partition);
+            anyhow::ensure!(
+                copies.is_empty() || map.live_replicas_of(partition).contains(&&to.to_owned()),
+                "node `{to}` keeps no up-to-date copy of partition {partition} in etcd"
+            );
             map.give(partition, to, false);
             for node in stale {
                 map.mark_stale(partition, node);
