@@ -9,9 +9,8 @@ use serde_json::Value;
 
 use super::{
     etcd, key,
-    replicas::{partitions_of, three_copies, until_none_stale, write_until, Acked, QUICK},
+    replicas::{assert_acknowledged, partitions_of, three_copies, until_none_stale, write_until, Acked, QUICK},
 };
-use crate::common::client;
 
 /// `shardlite cluster balance` with `args`, off the test's runtime: its JSON answer.
 async fn balance(etcd: &etcd::Etcd, args: &[&str]) -> Value {
@@ -71,18 +70,7 @@ async fn a_node_added_later_takes_its_share_of_copies_and_then_partitions() {
     let (map, _) = etcd.map().await;
     let owned: Vec<usize> = ["n1", "n2", "n3", "n4"].iter().map(|n| map.owned_by(n).len()).collect();
     assert_eq!(owned, [2, 2, 2, 2], "{map:?}");
-    let http = client();
-    let via = nodes.server("n3");
-    for (k, (last, under_way)) in &acked {
-        let got = http.get(via.kv(k)).send().await.unwrap();
-        let tag = got.headers().get("etag").map(|t| t.to_str().unwrap().to_owned());
-        let value = got.text().await.unwrap();
-        match (last, under_way) {
-            (Some((v, t)), _) if *v == value => assert_eq!(tag.as_ref(), Some(t), "{k:?}: its tag stays valid"),
-            (_, maybe) if maybe.contains(&value) => {}
-            _ => panic!("{}: read {value:?}, acknowledged {last:?}", String::from_utf8_lossy(k)),
-        }
-    }
+    assert_acknowledged(&acked, nodes.server("n3")).await;
 
     // Each owner stops once its live copies hold what it shipped; the last ones stopped may
     // miss the last commits of those stopped before them, so the copies compared are those

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::{
     etcd,
-    replicas::{partitions_of, three_copies, write_until, Acked, QUICK},
+    replicas::{assert_acknowledged, partitions_of, three_copies, write_until, Acked, QUICK},
 };
 use crate::common::client;
 
@@ -62,16 +62,7 @@ async fn an_owner_hands_its_partition_to_a_copy_under_writes_and_nothing_acknowl
         let got = http.get(n3.kv(k)).send().await.unwrap();
         assert_eq!(got.headers()["etag"].to_str().unwrap(), tag, "a tag n1 gave names the same write on n2");
     }
-    for (k, (last, under_way)) in &acked {
-        let got = http.get(n3.kv(k)).send().await.unwrap();
-        let tag = got.headers().get("etag").map(|t| t.to_str().unwrap().to_owned());
-        let value = got.text().await.unwrap();
-        match (last, under_way) {
-            (Some((v, t)), _) if *v == value => assert_eq!(tag.as_ref(), Some(t), "{k:?}: the owner's tag stays valid"),
-            (_, maybe) if maybe.contains(&value) => {}
-            _ => panic!("{}: read {value:?}, acknowledged {last:?}", String::from_utf8_lossy(k)),
-        }
-    }
+    assert_acknowledged(&acked, n3).await;
     // The new owner's writes are held by its copies: n1's included, in n2's old place.
     assert!(nodes.servers.remove("n3").unwrap().stop().success(), "n3 stops cleanly");
     for (i, k) in acked.keys().filter(|k| nodes.partition(k) == 0).enumerate() {

@@ -241,6 +241,25 @@ async fn degrading_to_async_a_write_too_few_copies_hold_is_acknowledged_and_said
 /// dead, or cut off by its death: those may or may not have happened).
 pub(super) type Acked = BTreeMap<Vec<u8>, (Option<(String, String)>, Vec<String>)>;
 
+/// Every acknowledged write of `acked` is there, read through `via`, with its tag; a write
+/// under way (answered with an error) may or may not be.
+pub(super) async fn assert_acknowledged(acked: &Acked, via: &super::Server) {
+    let http = client();
+    for (k, (last, under_way)) in acked {
+        let got = http.get(via.kv(k)).send().await.unwrap();
+        let tag = got.headers().get("etag").map(|t| t.to_str().unwrap().to_owned());
+        let value = got.text().await.unwrap();
+        match (last, under_way) {
+            (Some((v, t)), _) if *v == value => assert_eq!(tag.as_ref(), Some(t), "{k:?}: the owner's tag stays valid"),
+            (_, maybe) if maybe.contains(&value) => {}
+            _ => panic!(
+                "{}: read {value:?}, acknowledged {last:?} (under way {under_way:?})",
+                String::from_utf8_lossy(k)
+            ),
+        }
+    }
+}
+
 /// Writes `keys` in turn, each a new value per round, through `via`, until `stop`.
 pub(super) async fn write_until(via: String, keys: Vec<Vec<u8>>, stop: tokio::sync::watch::Receiver<bool>) -> Acked {
     let http = client();
@@ -308,24 +327,9 @@ async fn a_killed_owner_fails_over_to_its_most_advanced_copy_with_every_acknowle
     let n3 = status["nodes"].as_array().unwrap().iter().find(|n| n["id"] == "n3").unwrap();
     assert_eq!(n3["stale"], serde_json::json!([6, 7]), "cluster status names them: {status}");
 
-    // Every acknowledged write is there, with its tag; a write under way may or may not be.
     let http = client();
-    let mut checked = 0;
-    for (k, (last, under_way)) in &acked {
-        let got = http.get(n1.kv(k)).send().await.unwrap();
-        let tag = got.headers().get("etag").map(|t| t.to_str().unwrap().to_owned());
-        let value = got.text().await.unwrap();
-        match (last, under_way) {
-            (Some((v, t)), _) if *v == value => assert_eq!(tag.as_ref(), Some(t), "{k:?}: the owner's tag stays valid"),
-            (_, maybe) if maybe.contains(&value) => {}
-            _ => panic!(
-                "{}: read {value:?}, acknowledged {last:?} (under way {under_way:?})",
-                String::from_utf8_lossy(k)
-            ),
-        }
-        checked += 1;
-    }
-    assert!(checked >= 96, "{checked} keys");
+    assert_acknowledged(&acked, n1).await;
+    assert!(acked.len() >= 96, "{} keys", acked.len());
     // The failed-over partitions take writes again: held by the new owner and one copy.
     for k in acked.keys().take(8) {
         assert!(http.put(n1.kv(k)).body("after").send().await.unwrap().status().is_success());
