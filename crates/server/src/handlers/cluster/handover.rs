@@ -10,7 +10,7 @@
 //!    each up-to-date copy of P: its link holds the log through T and was told it is committed
 //!        that far (NODE must; another one that does not is named stale)
 //!    each other copy: POST /admin/replicate?from=ME&part=hand-over&partition=P&through=T
-//!        (it applies every transaction of P it holds; failed: named stale)
+//!        (it applies every transaction of P it holds; failed: named stale); meanwhile
 //!    NODE:            POST ...&part=hand-over&partition=P&through=T&epoch=E
 //!        (the same, and it keeps this node's epoch E of P: every tag given stays valid)
 //!    one etcd transaction: NODE owns P, this node's copy in NODE's place, the stale ones named
@@ -106,7 +106,7 @@ pub(super) async fn run(
 
 /// Under the freeze: waits until the copies hold every write of `partition` (`to` must; the
 /// others are waited for half the freeze's `timeout`, and named stale if they do not), has them
-/// apply it (`to` last, becoming its owner). `to`'s live records, and the stale copies.
+/// apply it, `to` becoming its owner, side by side. `to`'s live records, and the stale copies.
 async fn settle_copies(
     state: &State,
     cluster: &Cluster,
@@ -123,20 +123,23 @@ async fn settle_copies(
         }
         tokio::time::sleep(POLL).await;
     }
-    let mut stale = Vec::new();
-    for node in copies.iter().filter(|n| *n != to) {
-        let settled = match replication.holds(node, through) {
-            true => ask_hand_over(state, cluster, (partition, node), through, None).await.map(drop),
-            false => Err(internal(format!("it did not hold this node's log through {through} in time"))),
-        };
-        if let Err(err) = settled {
-            tracing::warn!(partition, node, err = %err.message, "a copy did not take the handover, and is stale");
-            stale.push(node.clone());
+    let others = async {
+        let mut stale = Vec::new();
+        for node in copies.iter().filter(|n| *n != to) {
+            let settled = match replication.holds(node, through) {
+                true => ask_hand_over(state, cluster, (partition, node), through, None).await.map(drop),
+                false => Err(internal(format!("it did not hold this node's log through {through} in time"))),
+            };
+            if let Err(err) = settled {
+                tracing::warn!(partition, node, err = %err.message, "a copy did not take the handover, and is stale");
+                stale.push(node.clone());
+            }
         }
-    }
+        stale
+    };
     let epoch = state.backend.partition_epoch(partition).unwrap_or(0);
-    let records = ask_hand_over(state, cluster, (partition, to), through, Some(epoch)).await?;
-    Ok((records, stale))
+    let (stale, records) = tokio::join!(others, ask_hand_over(state, cluster, (partition, to), through, Some(epoch)));
+    Ok((records?, stale))
 }
 
 /// `POST /admin/replicate?from=ME&part=hand-over&partition=P&through=T[&epoch=E]` to `node`:
