@@ -317,6 +317,11 @@ impl ClusterMap {
         Ok(())
     }
 
+    /// Whether `node` owns a partition or keeps a copy of one.
+    pub fn holds_any(&self, node: &str) -> bool {
+        (0..self.partitions).any(|p| self.owners[p as usize] == node || self.replicas_of(p).iter().any(|n| n == node))
+    }
+
     /// The partitions `node` owns, in order.
     pub fn owned_by(&self, node: &str) -> Vec<u32> {
         (0..self.partitions).filter(|&p| self.owners[p as usize] == node).collect()

@@ -29,6 +29,10 @@ pub struct BalanceArgs {
     /// Print the steps without taking them.
     #[arg(long)]
     dry_run: bool,
+    /// Move every partition and copy off this node, then spread them over the others (before
+    /// `cluster remove-node`).
+    #[arg(long, value_name = "NODE")]
+    drain: Option<String>,
     #[command(flatten)]
     asking: Asking,
 }
@@ -55,8 +59,22 @@ pub fn run(args: &BalanceArgs) -> anyhow::Result<()> {
         "not every node is alive ({}): bring them back, or fail them over, first",
         dead.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
     );
-    let nodes: Vec<String> = view.addresses.keys().cloned().collect();
-    let steps = plan(&view.map, &nodes);
+    let drain = args.drain.as_deref();
+    if let Some(node) = drain {
+        anyhow::ensure!(view.addresses.contains_key(node), "no node `{node}` in the cluster map");
+    }
+    let nodes: Vec<String> = view.addresses.keys().filter(|n| Some(n.as_str()) != drain).cloned().collect();
+    anyhow::ensure!(
+        nodes.len() >= view.map.copies() as usize,
+        "{} nodes would be left for {} copies of each partition",
+        nodes.len(),
+        view.map.copies()
+    );
+    let (steps, after) = plan(&view.map, &nodes, drain);
+    let left = drain.filter(|n| after.holds_any(n));
+    if let Some(node) = left {
+        anyhow::bail!("node `{node}` cannot be drained in one run: {}", stuck_why(&view.map));
+    }
     if steps.is_empty() {
         if let Some(uneven) = uneven(&view.map, &nodes) {
             anyhow::bail!("{uneven}, and no step can even it out: {}", stuck_why(&view.map));
@@ -119,7 +137,7 @@ fn report(steps: &[Step], json: bool, planned: bool) -> anyhow::Result<()> {
 /// How the partitions or copies of `map` are spread unevenly over `nodes` (some node has 2 or
 /// more more than another), if they are.
 fn uneven(map: &ClusterMap, nodes: &[String]) -> Option<String> {
-    let kept = |n: &String| (0..map.partitions).filter(|&p| map.replicas_of(p).contains(n)).count();
+    let kept = |n: &String| copies_kept(map, n);
     let spread = |what: &str, count: &dyn Fn(&String) -> usize| {
         let counts: Vec<usize> = nodes.iter().map(count).collect();
         let (min, max) = (counts.iter().min()?, counts.iter().max()?);
@@ -148,20 +166,63 @@ fn stuck_why(map: &ClusterMap) -> String {
     )
 }
 
-/// The steps that spread `map`'s partitions, then their copies, evenly over `nodes` (see the
-/// module's doc), found on a copy of the map that takes each in turn.
-fn plan(map: &ClusterMap, nodes: &[String]) -> Vec<Step> {
+/// The steps that move everything off `drain` (if given), then spread `map`'s partitions, then
+/// their copies, evenly over `nodes` (see the module's doc), found on a copy of the map that
+/// takes each in turn; and that map after them.
+fn plan(map: &ClusterMap, nodes: &[String], drain: Option<&str>) -> (Vec<Step>, ClusterMap) {
     let mut map = map.clone();
     let mut steps = Vec::new();
-    while let Some((partition, from, to)) = next_owner(&map, nodes) {
-        map.give(partition, &to, false);
-        steps.push(Step::Owner { partition, from, to });
+    if let Some(drained) = drain {
+        for p in map.owned_by(drained) {
+            if let Some(to) = least_loaded(nodes, |n| takes_owner(&map, p, n), |n| map.owned_by(n).len()) {
+                steps.push(give(&mut map, (p, drained.to_owned(), to)));
+            }
+        }
     }
-    while let Some((partition, from, to)) = next_copy(&map, nodes) {
-        map.move_copy(partition, &from, &to).expect("tried on a copy of the map");
-        steps.push(Step::Copy { partition, from, to });
+    while let Some(next) = next_owner(&map, nodes) {
+        steps.push(give(&mut map, next));
     }
-    steps
+    if let Some(drained) = drain {
+        let kept: Vec<u32> = (0..map.partitions).filter(|&p| map.replicas_of(p).iter().any(|n| n == drained)).collect();
+        for p in kept {
+            let movable = |n: &String| map.clone().move_copy(p, drained, n).is_ok();
+            if let Some(to) = least_loaded(nodes, movable, |n| copies_kept(&map, n)) {
+                steps.push(move_copy(&mut map, (p, drained.to_owned(), to)));
+            }
+        }
+    }
+    while let Some(next) = next_copy(&map, nodes) {
+        steps.push(move_copy(&mut map, next));
+    }
+    (steps, map)
+}
+
+/// Takes the owner step `(partition, from, to)` on `map`.
+fn give(map: &mut ClusterMap, (partition, from, to): (u32, String, String)) -> Step {
+    map.give(partition, &to, false);
+    Step::Owner { partition, from, to }
+}
+
+/// Takes the copy step `(partition, from, to)` on `map` (found possible on a copy of it).
+fn move_copy(map: &mut ClusterMap, (partition, from, to): (u32, String, String)) -> Step {
+    map.move_copy(partition, &from, &to).expect("tried on a copy of the map");
+    Step::Copy { partition, from, to }
+}
+
+/// Of `nodes`, one that `fits`, with the lowest `load` (then the lowest id).
+fn least_loaded(nodes: &[String], fits: impl Fn(&String) -> bool, load: impl Fn(&String) -> usize) -> Option<String> {
+    nodes.iter().filter(|n| fits(n)).min_by_key(|n| (load(n), *n)).cloned()
+}
+
+/// Whether `node` may take partition `p` as its owner: any node without copies, else one
+/// keeping an up-to-date copy of it (a handover).
+fn takes_owner(map: &ClusterMap, p: u32, node: &String) -> bool {
+    map.replicas_of(p).is_empty() || map.live_replicas_of(p).contains(&node)
+}
+
+/// How many copies `node` keeps (besides the partitions it owns).
+fn copies_kept(map: &ClusterMap, node: &String) -> usize {
+    (0..map.partitions).filter(|&p| map.replicas_of(p).contains(node)).count()
 }
 
 /// A partition to give from a node owning 2 or more more than another to that one: from the
@@ -169,8 +230,7 @@ fn plan(map: &ClusterMap, nodes: &[String]) -> Vec<Step> {
 fn next_owner(map: &ClusterMap, nodes: &[String]) -> Option<(u32, String, String)> {
     let owned: BTreeMap<&String, usize> = nodes.iter().map(|n| (n, map.owned_by(n).len())).collect();
     for (from, to) in pairs(&owned) {
-        let takes = |p: &u32| map.replicas_of(*p).is_empty() || map.live_replicas_of(*p).contains(&to);
-        if let Some(p) = map.owned_by(from).into_iter().find(takes) {
+        if let Some(p) = map.owned_by(from).into_iter().find(|&p| takes_owner(map, p, to)) {
             return Some((p, from.clone(), to.clone()));
         }
     }
@@ -180,8 +240,7 @@ fn next_owner(map: &ClusterMap, nodes: &[String]) -> Option<(u32, String, String
 /// A copy to move from a node keeping 2 or more more than another to that one, where the
 /// partition keeps enough copies up to date meanwhile.
 fn next_copy(map: &ClusterMap, nodes: &[String]) -> Option<(u32, String, String)> {
-    let kept = |n: &String| (0..map.partitions).filter(|&p| map.replicas_of(p).contains(n)).count();
-    let copies: BTreeMap<&String, usize> = nodes.iter().map(|n| (n, kept(n))).collect();
+    let copies: BTreeMap<&String, usize> = nodes.iter().map(|n| (n, copies_kept(map, n))).collect();
     for (from, to) in pairs(&copies) {
         let movable = |p: &u32| map.replicas_of(*p).contains(from) && map.clone().move_copy(*p, from, to).is_ok();
         if let Some(p) = (0..map.partitions).find(movable) {
@@ -215,10 +274,10 @@ mod tests {
     fn without_copies_a_new_node_takes_its_share_of_partitions() {
         let map = ClusterMap::spread(8, 1, &ids(&["n1", "n2", "n3"])).unwrap();
         let nodes = ids(&["n1", "n2", "n3", "n4"]);
-        let steps = plan(&map, &nodes);
+        let steps = plan(&map, &nodes, None).0;
         assert_eq!(steps.len(), 2, "{steps:?}");
         assert!(steps.iter().all(|s| matches!(s, Step::Owner { to, .. } if to == "n4")), "{steps:?}");
-        assert!(plan(&map, &ids(&["n1", "n2", "n3"])).is_empty(), "3, 3 and 2: even");
+        assert!(plan(&map, &ids(&["n1", "n2", "n3"]), None).0.is_empty(), "3, 3 and 2: even");
     }
 
     #[test]
@@ -226,7 +285,7 @@ mod tests {
         let three = ids(&["n1", "n2", "n3"]);
         let map = ClusterMap::spread(8, 1, &three).unwrap().with_copies(&three, 3, 2).unwrap();
         let nodes = ids(&["n1", "n2", "n3", "n4"]);
-        let steps = plan(&map, &nodes);
+        let steps = plan(&map, &nodes, None).0;
         assert!(steps.iter().all(|s| matches!(s, Step::Copy { to, .. } if to == "n4")), "{steps:?}");
         // 16 copies over 4 nodes: 4 each.
         assert_eq!(steps.len(), 4, "{steps:?}");
@@ -237,7 +296,7 @@ mod tests {
             after.unstale(*partition, to);
         }
         // Once its copies are up to date, it is handed partitions: 2 of the 8.
-        let second = plan(&after, &nodes);
+        let second = plan(&after, &nodes, None).0;
         let handed = second.iter().filter(|s| matches!(s, Step::Owner { to, .. } if to == "n4")).count();
         assert_eq!(handed, 2, "{second:?}");
         let mut last = after.clone();
@@ -253,10 +312,23 @@ mod tests {
     }
 
     #[test]
+    fn a_drained_node_gives_every_partition_and_copy_to_the_others() {
+        let four = ids(&["n1", "n2", "n3", "n4"]);
+        let map = ClusterMap::spread(8, 1, &four).unwrap().with_copies(&four, 3, 2).unwrap();
+        let (steps, after) = plan(&map, &ids(&["n1", "n2", "n3"]), Some("n4"));
+        assert!(!after.holds_any("n4"), "{steps:?}");
+        let handed = steps.iter().filter(|s| matches!(s, Step::Owner { from, .. } if from == "n4")).count();
+        assert_eq!(handed, 2, "n4's two partitions, each to a node keeping an up-to-date copy: {steps:?}");
+        let owned: Vec<usize> = ["n1", "n2", "n3"].iter().map(|n| after.owned_by(n).len()).collect();
+        assert!(owned.iter().max().unwrap() - owned.iter().min().unwrap() <= 1, "{owned:?}");
+        assert!(after.validate().is_ok());
+    }
+
+    #[test]
     fn a_copy_is_not_moved_where_too_few_would_stay_up_to_date() {
         let two = ids(&["n1", "n2"]);
         let map = ClusterMap::spread(4, 1, &two).unwrap().with_copies(&two, 2, 2).unwrap();
-        let steps = plan(&map, &ids(&["n1", "n2", "n3"]));
+        let steps = plan(&map, &ids(&["n1", "n2", "n3"]), None).0;
         assert!(steps.is_empty(), "acks 2 of 2 copies: no copy may be stale: {steps:?}");
     }
 }

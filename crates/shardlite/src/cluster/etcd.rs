@@ -3,7 +3,7 @@
 //! | key | value | written by |
 //! |---|---|---|
 //! | `PREFIX` `map` | the map document ([`ClusterMap`]: TOML and its checksum line) | `cluster init`; later changes by transactions comparing its previous revision |
-//! | `PREFIX` `nodes/ID` | the node's HTTP address, `http://HOST:PORT` | `cluster init`, `cluster add-node` |
+//! | `PREFIX` `nodes/ID` | the node's HTTP address, `http://HOST:PORT` | `cluster init`, `cluster add-node` (removed by `cluster remove-node`) |
 //! | `PREFIX` `alive/ID` | the address the node serves on, attached to its lease | `serve --cluster`, kept alive while it runs |
 //! | `PREFIX` `replicas/ID` | the node's Litestream replica URL (partition N at `<URL>/pNNNN`) | `serve --cluster --litestream-replica`, at each start |
 //! | `PREFIX` `stopped/ID` | empty: the node stopped in order (no failover wanted) | `serve --cluster` at an orderly stop; removed at its next start |
@@ -186,6 +186,31 @@ impl Etcd {
         anyhow::ensure!(!view.addresses.contains_key(id), "the cluster has a node `{id}` already");
         let done = self.client.txn(&checks, &[TxnOp::put(key.as_str(), address)]).await.context("adding the node")?;
         anyhow::ensure!(done, "the cluster has a node `{id}` already");
+        Ok(())
+    }
+
+    /// Removes node `id` from the cluster (its address, replica URL and stopped mark), in one
+    /// transaction on the map's revision as read here: refused while it owns a partition or
+    /// keeps a copy of one, or holds its lease (it runs).
+    pub async fn remove_node(&mut self, id: &str) -> anyhow::Result<()> {
+        let map_key = self.key("map");
+        let read = self.client.get(&map_key).await.context("reading the cluster map from etcd")?;
+        let kv = read.context("no cluster map in etcd")?;
+        let map = ClusterMap::parse(kv.value_str()?).map_err(anyhow::Error::msg)?;
+        let view = self.existing_view().await?;
+        anyhow::ensure!(view.addresses.contains_key(id), "no node `{id}` in the cluster map");
+        anyhow::ensure!(
+            !map.holds_any(id),
+            "node `{id}` owns partitions or keeps copies: move them off first (`shardlite cluster balance --drain {id}`)"
+        );
+        anyhow::ensure!(!view.alive.contains(id), "node `{id}` is running: stop it first");
+        let checks = [
+            Compare::ModRevision(map_key, kv.mod_revision),
+            Compare::CreateRevision(self.key(&format!("alive/{id}")), 0),
+        ];
+        let gone = ["nodes", "replicas", "stopped"].map(|k| TxnOp::Delete(self.key(&format!("{k}/{id}"))));
+        let done = self.client.txn(&checks, &gone).await.context("removing the node")?;
+        anyhow::ensure!(done, "the cluster map changed meanwhile, or node `{id}` started: try again");
         Ok(())
     }
 

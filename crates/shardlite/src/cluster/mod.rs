@@ -2,7 +2,8 @@
 //! (docs/cluster.md). `init` creates it, `status` shows it with each node's liveness and
 //! records, `move` gives a partition (or one of its copies) to another node, `failover` gives a
 //! dead node's partitions to the live ones, `copies` changes how many copies each partition has,
-//! `add-node` adds a node owning nothing yet, `balance` spreads partitions and copies evenly.
+//! `add-node` adds a node owning nothing yet, `balance` spreads partitions and copies evenly (or
+//! drains a node), `remove-node` removes a drained, stopped node.
 //! The node side of a cluster (`serve --cluster`) is [`node`]; the keys in etcd are [`etcd`]'s.
 
 mod auto_failover;
@@ -36,6 +37,7 @@ use crate::remote::Auth;
                         shardlite cluster copies --copies 3 --acks 1 --etcd http://10.0.0.9:2379\n  \
                         shardlite cluster add-node n4=http://10.0.0.4:8080 --etcd http://10.0.0.9:2379\n  \
                         shardlite cluster balance --etcd http://10.0.0.9:2379 --token-file admin.token\n  \
+                        shardlite cluster remove-node n4 --etcd http://10.0.0.9:2379\n  \
                         shardlite cluster failover n2 --etcd http://10.0.0.9:2379 --token-file admin.token")]
 pub struct ClusterArgs {
     #[command(subcommand)]
@@ -64,6 +66,17 @@ enum ClusterCommand {
     /// Spread the partitions and their copies evenly over the live nodes: partitions handed to
     /// nodes keeping up-to-date copies of them (or moved, without copies), copies moved.
     Balance(balance::BalanceArgs),
+    /// Remove a stopped node that owns no partition and keeps no copy (`balance --drain` first).
+    RemoveNode(RemoveNodeArgs),
+}
+
+/// `shardlite cluster remove-node`.
+#[derive(Debug, Args)]
+struct RemoveNodeArgs {
+    /// The node's id.
+    node: String,
+    #[command(flatten)]
+    etcd: EtcdOptions,
 }
 
 /// `shardlite cluster add-node`.
@@ -128,7 +141,17 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
         ClusterCommand::Copies(args) => copies::run(&args),
         ClusterCommand::AddNode(args) => add_node(&args),
         ClusterCommand::Balance(args) => balance::run(&args),
+        ClusterCommand::RemoveNode(args) => remove_node(&args),
     }
+}
+
+fn remove_node(args: &RemoveNodeArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let mut etcd = Etcd::connect(&args.etcd).await?;
+        etcd.remove_node(&args.node).await
+    })?;
+    println!("node {} removed from the cluster", args.node);
+    Ok(())
 }
 
 fn add_node(args: &AddNodeArgs) -> anyhow::Result<()> {

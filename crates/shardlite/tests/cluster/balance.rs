@@ -1,7 +1,8 @@
 //! A node added later takes its share (docs/cluster.md, "Balancing"): `cluster add-node` names
 //! it, it starts owning nothing, a first `cluster balance` moves copies to it, a second (once
-//! they are up to date) hands it partitions; writes go on throughout, nothing acknowledged is
-//! lost, and every partition's copies end its owner's.
+//! they are up to date) hands it partitions. Then a node is drained (`balance --drain`) and
+//! removed (`cluster remove-node`). Writes go on throughout, nothing acknowledged is lost, and
+//! every partition's copies end its owner's.
 
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ fn steps(answer: &Value, kind: &str) -> Vec<(u64, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_node_added_later_takes_its_share_of_copies_and_then_partitions() {
+async fn a_node_added_later_takes_its_share_and_a_drained_one_is_removed() {
     let Some(bin) = etcd::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
@@ -63,19 +64,37 @@ async fn a_node_added_later_takes_its_share_of_copies_and_then_partitions() {
     let handed = steps(&balance(&etcd, &[]).await, "owner");
     assert!(handed.len() == 2 && handed.iter().all(|(_, to)| to == "n4"), "{handed:?}");
     assert!(balance(&etcd, &[]).await["steps"].as_array().unwrap().is_empty(), "even now");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.send(true).unwrap();
-    let acked: Acked = writer.await.unwrap();
-
     let (map, _) = etcd.map().await;
     let owned: Vec<usize> = ["n1", "n2", "n3", "n4"].iter().map(|n| map.owned_by(n).len()).collect();
     assert_eq!(owned, [2, 2, 2, 2], "{map:?}");
+
+    // n1 drained: its partitions handed to copies, its copies moved; then, stopped, removed.
+    let removing = ["cluster", "remove-node", "n1", "--etcd", &etcd.endpoints];
+    let refused = super::shardlite(&removing);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("owns partitions or keeps copies"));
+    let drained = balance(&etcd, &["--drain", "n1"]).await;
+    let handed = steps(&drained, "owner");
+    assert!(handed.len() == 2 && handed.iter().all(|(_, to)| to != "n1"), "{drained}");
+    until_none_stale(&nodes.server("n2").url).await;
+    let (map, _) = etcd.map().await;
+    assert!(!map.holds_any("n1"), "{map:?}");
+    assert!(String::from_utf8_lossy(&super::shardlite(&removing).stderr).contains("is running"));
+    assert!(nodes.servers.remove("n1").unwrap().stop().success(), "n1 stops cleanly");
+    let removed = super::shardlite(&removing);
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.send(true).unwrap();
+    let acked: Acked = writer.await.unwrap();
+    let cluster = super::get_json(&nodes.server("n2").at("/cluster")).await;
+    let ids: Vec<&str> = cluster["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["n2", "n3", "n4"], "{cluster}");
     assert_acknowledged(&acked, nodes.server("n3")).await;
 
     // Each owner stops once its live copies hold what it shipped; the last ones stopped may
     // miss the last commits of those stopped before them, so the copies compared are those
     // of the nodes stopped after their owners.
-    let order = ["n1", "n2", "n3", "n4"];
+    let (map, _) = etcd.map().await;
+    let order = ["n2", "n3", "n4"];
     for id in order {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
     }
