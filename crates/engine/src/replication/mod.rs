@@ -328,6 +328,16 @@ fn take_in(source: &mut Source, owner: &str, frame: &Frame, log: &CommitLog, par
 /// wait for the next frames, and are applied with what follows them in one transaction.
 fn settle(source: &mut Source, commit: u64, all: bool, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
     source.commit = source.commit.max(commit);
+    let ready = take_due(source, all, Instant::now());
+    apply_in_order(source, ready, log, apply, None)
+}
+
+/// Takes out of `source`'s tentative transactions those [`settle`] applies, in log order, with
+/// the gathering's clock read `now`. Which partitions are due is decided once, before any is
+/// taken: a partition's committed transactions go all together or none of them, never the later
+/// ones before the earlier (a copy skips an insert below the `next_id` it holds, and would lose
+/// it).
+fn take_due(source: &mut Source, all: bool, now: Instant) -> Vec<Tentative> {
     let committed = |t: &Tentative| t.tx.lsn < source.commit && !source.awaiting.contains(&t.tx.partition);
     // Each partition's committed transactions: how many, and when the first came (not needed
     // when all are applied).
@@ -335,9 +345,9 @@ fn settle(source: &mut Source, commit: u64, all: bool, log: &CommitLog, apply: &
     for t in source.tentative.iter().filter(|t| !all && committed(t)) {
         gathered.entry(t.tx.partition).or_insert((0, t.came)).0 += 1;
     }
-    let due = |p: u32| {
-        all || gathered.get(&p).is_some_and(|(count, first)| *count >= GATHER_UP_TO || first.elapsed() >= GATHER_FOR)
-    };
+    let ripe = |(count, first): &(usize, Instant)| *count >= GATHER_UP_TO || now.duration_since(*first) >= GATHER_FOR;
+    let ripe: BTreeSet<u32> = gathered.iter().filter(|(_, g)| ripe(g)).map(|(p, _)| *p).collect();
+    let due = |p: u32| all || ripe.contains(&p);
     let (mut ready, mut kept) = (Vec::new(), VecDeque::new());
     for t in std::mem::take(&mut source.tentative) {
         match committed(&t) && due(t.tx.partition) {
@@ -346,7 +356,7 @@ fn settle(source: &mut Source, commit: u64, all: bool, log: &CommitLog, apply: &
         }
     }
     source.tentative = kept;
-    apply_in_order(source, ready, log, apply, None)
+    ready
 }
 
 /// `partition`'s copy was just taken from the owner's snapshot, which holds every transaction
@@ -577,4 +587,38 @@ fn promote_held(
         source.tentative.drain(..).partition(|t| t.tx.partition == partition);
     source.tentative = kept.into();
     apply_in_order(source, ready, log, apply, Some(done))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A committed transaction of `partition` at `lsn` that came at `came`.
+    fn tentative(partition: u32, lsn: u64, came: Instant) -> Tentative {
+        let tx = LoggedTx { lsn, end: lsn + 1, partition, next_id: lsn + 1, records: 0, effects: Vec::new() };
+        Tentative { tx, body: Vec::new(), local_lsn: lsn, local_end: lsn + 1, came }
+    }
+
+    #[test]
+    fn a_partitions_gathered_transactions_are_taken_all_together_or_not_at_all() {
+        let now = Instant::now();
+        let first = now - GATHER_FOR;
+        // Partition 0's first transaction came just the gathering's time ago, its later ones
+        // since; partition 1's came lately. Each has fewer than `GATHER_UP_TO`.
+        let mut source = Source { commit: 1000, ..Source::default() };
+        for i in 0..40 {
+            let came = first + Duration::from_millis(i);
+            source.tentative.push_back(tentative(0, 2 * i, came));
+            source.tentative.push_back(tentative(1, 2 * i + 1, now));
+        }
+        let taken = take_due(&mut source, false, now);
+        assert_eq!(taken.len(), 40, "every one of partition 0's, none of partition 1's");
+        assert!(taken.iter().all(|t| t.tx.partition == 0));
+        assert!(taken.windows(2).all(|w| w[0].tx.lsn < w[1].tx.lsn), "in log order");
+        // A moment earlier, partition 0 was not due: none of its transactions is taken, not
+        // even those a later reading of the clock would find ripe.
+        let mut again = Source { commit: 1000, tentative: taken.into(), ..Source::default() };
+        assert!(take_due(&mut again, false, now - Duration::from_millis(1)).is_empty());
+        assert_eq!(take_due(&mut again, true, now).len(), 40, "an idle owner's frame takes all");
+    }
 }
