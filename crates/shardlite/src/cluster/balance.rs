@@ -84,10 +84,10 @@ pub fn run(args: &BalanceArgs) -> anyhow::Result<()> {
         return report(&steps, asking.json, args.dry_run);
     }
     for step in &steps {
-        if let Step::Owner { partition, to, .. } = step {
-            let done = moving::ask_move(asking, &view, *partition, to)?;
+        if let Step::Owner { partition, from, to } = step {
+            let done = moving::ask_move(asking, &view, (*partition, from, to))?;
             if !asking.json {
-                println!("{}", moving::summary(&view, *partition, to, &done));
+                println!("{}", moving::summary((*partition, from, to), &done));
             }
         }
     }

@@ -58,27 +58,29 @@ pub fn run(args: &MoveArgs) -> anyhow::Result<()> {
     }
     let owner = view.owner(p);
     anyhow::ensure!(owner.node != *to, "partition {p} is on node `{to}` already");
-    let moved = ask_move(args, &view, p, to)?;
+    let moved = ask_move(args, &view, (p, &owner.node, to))?;
     match args.json {
         true => println!("{}", serde_json::to_string_pretty(&moved)?),
-        false => println!("{}", summary(&view, p, to, &moved)),
+        false => println!("{}", summary((p, &owner.node, to), &moved)),
     }
     Ok(())
 }
 
-/// Asks the owner of partition `p` in `view` to give it to node `to` (`POST /admin/move`): its
-/// answer.
-pub(super) fn ask_move(args: &Asking, view: &View, p: u32, to: &str) -> anyhow::Result<serde_json::Value> {
-    let owner = view.owner(p);
+/// Asks node `from`, the owner of partition `p`, to give it to node `to` (`POST /admin/move`),
+/// reaching it at its address in `view`: its answer.
+pub(super) fn ask_move(
+    args: &Asking,
+    view: &View,
+    (p, from, to): (u32, &str, &str),
+) -> anyhow::Result<serde_json::Value> {
+    let address = view.addresses.get(from).with_context(|| format!("no node `{from}` in the cluster map"))?;
     let path = format!("/admin/move?partition={p}&to={to}");
-    let node = args.auth.connect(&owner.address)?;
-    node.json(reqwest::Method::POST, &path, None)
-        .with_context(|| format!("node `{}` did not move partition {p}", owner.node))
+    let node = args.auth.connect(address)?;
+    node.json(reqwest::Method::POST, &path, None).with_context(|| format!("node `{from}` did not move partition {p}"))
 }
 
-/// One line saying what the owner of partition `p` in `view` answered `moved`, giving it to `to`.
-pub(super) fn summary(view: &View, p: u32, to: &str, moved: &serde_json::Value) -> String {
-    let from = view.owner(p).node;
+/// One line saying what `from` answered, `moved`, giving partition `p` to `to`.
+pub(super) fn summary((p, from, to): (u32, &str, &str), moved: &serde_json::Value) -> String {
     let figure = |name: &str| moved[name].as_f64().unwrap_or_default();
     if moved["handed_over"].as_bool() == Some(true) {
         let stale = moved["stale"].as_array().map(Vec::len).unwrap_or_default();
