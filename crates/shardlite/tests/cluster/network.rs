@@ -32,10 +32,18 @@ use crate::common::{Rng, EXE};
 /// The members: the test's clients, the etcd members, the nodes; and their addresses' last byte.
 const MEMBERS: [(&str, u8); 7] = [("c", 2), ("e0", 5), ("e1", 6), ("e2", 7), ("n1", 11), ("n2", 12), ("n3", 13)];
 const NODES: [&str; 3] = ["n1", "n2", "n3"];
-/// Every node's flags: short leases, failover by the survivors, a short wait for copies; no
-/// tokens (the namespaces are the test's own; tokens between nodes are tested on loopback).
-const SERVE: [&str; 6] =
-    ["--lease-ttl", "2", "--auto-failover", "--replication-timeout-ms", "500", "--insecure-no-auth"];
+/// Every node's flags: short leases, failover by the survivors, a short wait for copies, a
+/// freeze long enough for a handover on a loaded machine; no tokens (the namespaces are the test's own; tokens between nodes are tested on loopback).
+const SERVE: [&str; 8] = [
+    "--lease-ttl",
+    "2",
+    "--auto-failover",
+    "--replication-timeout-ms",
+    "500",
+    "--move-freeze-timeout-ms",
+    "4000",
+    "--insecure-no-auth",
+];
 /// `--lease-ttl` as a duration.
 const LEASE_TTL: Duration = Duration::from_secs(2);
 /// Clients writing and reading at once, and keys per partition they share.

@@ -479,8 +479,9 @@ fn assert_same_copies(dir: &Path, owner: &str, copy: &str) {
     }
 }
 
-/// The flags of the nodes of [`with_n1_written`].
-pub(super) const QUICK: [&str; 2] = ["--replication-timeout-ms", "500"];
+/// The flags of the nodes of [`with_n1_written`] and of the handover tests: a short wait for
+/// copies; a freeze long enough for a handover on a loaded machine (its copies waited for half).
+pub(super) const QUICK: [&str; 4] = ["--replication-timeout-ms", "500", "--move-freeze-timeout-ms", "4000"];
 
 /// Etcd and three nodes (three copies, acks 2, [`QUICK`]) on `dir`, with the keys below 60 of
 /// n1's partitions written through n1.
