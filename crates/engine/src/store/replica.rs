@@ -88,15 +88,12 @@ impl Store {
     /// transaction held is applied, and the partition keeps the owner's epoch, so every tag
     /// the owner gave stays valid. Its live records.
     pub fn promote(&self, owner: &str, partition: u32) -> Result<u64> {
-        let counters = &self.partition(partition)?.counters;
+        self.partition(partition)?;
         let log = self.log.as_deref().ok_or_else(no_log)?;
         let (done, applied) = oneshot::channel();
         let epoch =
             replication::promote(&self.sources, owner, partition, log, &mut |p, txs, r| self.apply(p, txs, r), done)?;
-        applied.recv().map_err(|_| Error::Closed)??;
-        let epoch = epoch.unwrap_or(0);
-        self.shared.control(partition, |reply| Job::Adopt { partition, step: Adopt::Keep { epoch }, reply })??;
-        Ok(counters.records.load(std::sync::atomic::Ordering::Relaxed))
+        self.made_own(partition, applied, Some(epoch.unwrap_or(0)))
     }
 
     /// `owner`, alive, hands `partition` over ([`replication::hand_over`]): every transaction
@@ -104,16 +101,23 @@ impl Store {
     /// its versions carry `owner`'s epoch (0: a new one), so every tag the owner gave stays
     /// valid. Its live records.
     pub fn hand_over(&self, owner: &str, partition: u32, through: u64, epoch: Option<u64>) -> Result<u64> {
-        let counters = &self.partition(partition)?.counters;
+        self.partition(partition)?;
         let log = self.log.as_deref().ok_or_else(no_log)?;
         let (done, applied) = oneshot::channel();
         let mut apply = |p, txs, r| self.apply(p, txs, r);
         replication::hand_over(&self.sources, owner, partition, through, log, &mut apply, done)?;
+        self.made_own(partition, applied, epoch)
+    }
+
+    /// Once the transactions of `partition` held from its owner are applied (`applied` answers),
+    /// with `epoch` makes the copy this node's, its versions carrying that epoch (0: a new one).
+    /// Its live records.
+    fn made_own(&self, partition: u32, applied: oneshot::Receiver<Result<()>>, epoch: Option<u64>) -> Result<u64> {
         applied.recv().map_err(|_| Error::Closed)??;
         if let Some(epoch) = epoch {
             self.shared.control(partition, |reply| Job::Adopt { partition, step: Adopt::Keep { epoch }, reply })??;
         }
-        Ok(counters.records.load(std::sync::atomic::Ordering::Relaxed))
+        Ok(self.partition(partition)?.counters.records.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Where a snapshot for a copy taken now begins: ask before [`Store::send_copy`]. The

@@ -183,10 +183,7 @@ impl Backend for SqliteBackend {
 
     fn receive(&self, owner: String, frame: Frame) -> BoxFuture<'_, BackendResult<Receipt>> {
         let store = Arc::clone(&self.store);
-        Box::pin(async move {
-            let receive = move || store.receive(&owner, frame);
-            Ok(tokio::task::spawn_blocking(receive).await.map_err(|e| BackendError::Internal(e.to_string()))??)
-        })
+        Box::pin(blocking(move || store.receive(&owner, frame)))
     }
 
     fn log_end(&self) -> Option<u64> {
@@ -211,10 +208,7 @@ impl Backend for SqliteBackend {
 
     fn tail(&self, owner: String, partition: u32, after: u64) -> BoxFuture<'_, BackendResult<Bytes>> {
         let store = Arc::clone(&self.store);
-        Box::pin(async move {
-            let tail = move || store.tail(&owner, partition, after).map(|frame| Bytes::from(frame.encode()));
-            Ok(tokio::task::spawn_blocking(tail).await.map_err(|e| BackendError::Internal(e.to_string()))??)
-        })
+        Box::pin(blocking(move || store.tail(&owner, partition, after).map(|frame| Bytes::from(frame.encode()))))
     }
 
     fn catch_up(&self, owner: String, partition: u32, frame: Bytes) -> BoxFuture<'_, BackendResult<()>> {
@@ -222,16 +216,13 @@ impl Backend for SqliteBackend {
         Box::pin(async move {
             let frame = Frame::decode(&frame)?;
             let catch_up = move || store.catch_up(&owner, partition, frame);
-            Ok(tokio::task::spawn_blocking(catch_up).await.map_err(|e| BackendError::Internal(e.to_string()))??)
+            blocking(catch_up).await
         })
     }
 
     fn promote(&self, owner: String, partition: u32) -> BoxFuture<'_, BackendResult<u64>> {
         let store = Arc::clone(&self.store);
-        Box::pin(async move {
-            let promote = move || store.promote(&owner, partition);
-            Ok(tokio::task::spawn_blocking(promote).await.map_err(|e| BackendError::Internal(e.to_string()))??)
-        })
+        Box::pin(blocking(move || store.promote(&owner, partition)))
     }
 
     fn hand_over(
@@ -242,10 +233,7 @@ impl Backend for SqliteBackend {
         epoch: Option<u64>,
     ) -> BoxFuture<'_, BackendResult<u64>> {
         let store = Arc::clone(&self.store);
-        Box::pin(async move {
-            let hand_over = move || store.hand_over(&owner, partition, through, epoch);
-            Ok(tokio::task::spawn_blocking(hand_over).await.map_err(|e| BackendError::Internal(e.to_string()))??)
-        })
+        Box::pin(blocking(move || store.hand_over(&owner, partition, through, epoch)))
     }
 
     fn send_copy(&self, partition: u32) -> BoxFuture<'_, BackendResult<(u64, Chunks)>> {
@@ -279,7 +267,7 @@ impl Backend for SqliteBackend {
                 let received = adopt(&store, partition, MovePart::Copy, chunks)?;
                 store.resynced(&owner, partition, position).map(|()| received)
             };
-            Ok(tokio::task::spawn_blocking(take).await.map_err(|e| BackendError::Internal(e.to_string()))??)
+            blocking(take).await
         })
     }
 
@@ -391,6 +379,11 @@ impl Backend for SqliteBackend {
             }
         })
     }
+}
+
+/// Runs `f`, which blocks on the store, on a blocking thread, not the runtime's: its result.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, EngineError> + Send + 'static) -> BackendResult<T> {
+    Ok(tokio::task::spawn_blocking(f).await.map_err(|e| BackendError::Internal(e.to_string()))??)
 }
 
 impl From<EngineError> for BackendError {

@@ -170,6 +170,16 @@ impl ClusterMap {
     /// no copy of it, `to` holds one (or owns it), or the copies up to date would be fewer than
     /// `acks` meanwhile.
     pub fn move_copy(&mut self, partition: u32, from: &str, to: &str) -> Result<(), String> {
+        let slot = self.copy_movable(partition, from, to)?;
+        self.unstale(partition, from);
+        self.replicas[partition as usize][slot] = to.to_owned();
+        self.mark_stale(partition, to);
+        self.validate()
+    }
+
+    /// Whether `from`'s copy of `partition` may move to `to` ([`ClusterMap::move_copy`]): its
+    /// place among the partition's replicas, or why not.
+    pub fn copy_movable(&self, partition: u32, from: &str, to: &str) -> Result<usize, String> {
         let p = partition as usize;
         let slot = self.replicas.get(p).and_then(|r| r.iter().position(|n| n == from));
         let Some(slot) = slot else { return Err(format!("node `{from}` keeps no copy of partition {partition}")) };
@@ -184,10 +194,7 @@ impl ClusterMap {
                 self.acks
             ));
         }
-        self.unstale(partition, from);
-        self.replicas[p][slot] = to.to_owned();
-        self.mark_stale(partition, to);
-        self.validate()
+        Ok(slot)
     }
 
     /// Makes `to` the owner of `partition`; if `to` kept a copy of it, the old owner keeps one

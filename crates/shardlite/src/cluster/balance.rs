@@ -185,7 +185,7 @@ fn plan(map: &ClusterMap, nodes: &[String], drain: Option<&str>) -> (Vec<Step>, 
     if let Some(drained) = drain {
         let kept: Vec<u32> = (0..map.partitions).filter(|&p| map.replicas_of(p).iter().any(|n| n == drained)).collect();
         for p in kept {
-            let movable = |n: &String| map.clone().move_copy(p, drained, n).is_ok();
+            let movable = |n: &String| map.copy_movable(p, drained, n).is_ok();
             if let Some(to) = least_loaded(nodes, movable, |n| copies_kept(&map, n)) {
                 steps.push(move_copy(&mut map, (p, drained.to_owned(), to)));
             }
@@ -203,9 +203,9 @@ fn give(map: &mut ClusterMap, (partition, from, to): (u32, String, String)) -> S
     Step::Owner { partition, from, to }
 }
 
-/// Takes the copy step `(partition, from, to)` on `map` (found possible on a copy of it).
+/// Takes the copy step `(partition, from, to)` on `map` (found movable there).
 fn move_copy(map: &mut ClusterMap, (partition, from, to): (u32, String, String)) -> Step {
-    map.move_copy(partition, &from, &to).expect("tried on a copy of the map");
+    map.move_copy(partition, &from, &to).expect("found movable");
     Step::Copy { partition, from, to }
 }
 
@@ -242,7 +242,7 @@ fn next_owner(map: &ClusterMap, nodes: &[String]) -> Option<(u32, String, String
 fn next_copy(map: &ClusterMap, nodes: &[String]) -> Option<(u32, String, String)> {
     let copies: BTreeMap<&String, usize> = nodes.iter().map(|n| (n, copies_kept(map, n))).collect();
     for (from, to) in pairs(&copies) {
-        let movable = |p: &u32| map.replicas_of(*p).contains(from) && map.clone().move_copy(*p, from, to).is_ok();
+        let movable = |p: &u32| map.copy_movable(*p, from, to).is_ok();
         if let Some(p) = (0..map.partitions).find(movable) {
             return Some((p, from.clone(), to.clone()));
         }

@@ -25,10 +25,10 @@
 
 use std::time::{Duration, Instant};
 
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use serde::Serialize;
 
-use super::moving::{call, conflict, internal, json};
+use super::moving::{conflict, internal, json, post_step};
 use crate::{
     cluster::{Cluster, MapWriter, Owner},
     http::{error::ApiError, response::Response, state::State},
@@ -78,18 +78,17 @@ pub(super) async fn run(
     let frozen = cluster.moves().freeze(partition).await;
     let paused = Instant::now();
     let timeout = state.options.move_freeze_timeout_ms;
-    let steps = tokio::time::timeout(timeout, settle_copies(state, cluster, (partition, to), &copies, timeout));
-    let settled = match steps.await {
-        Ok(settled) => settled,
-        Err(_) => Err(too_long(partition, to, timeout)),
+    let handed = async {
+        let settling = settle_copies(state, cluster, (partition, to), &copies, timeout);
+        let (records, stale) =
+            tokio::time::timeout(timeout, settling).await.unwrap_or_else(|_| Err(too_long(partition, to, timeout)))?;
+        let map_version = flip(cluster, writer, partition, to, &stale).await?;
+        Ok::<_, ApiError>((records, stale, map_version))
     };
-    let flipped = match settled {
-        Ok((records, stale)) => flip(cluster, writer, partition, to, stale).await.map(|f| (records, f)),
-        Err(err) => Err(err),
-    };
+    let handed = handed.await;
     let write_pause = paused.elapsed();
     drop(frozen);
-    let (records, (map_version, stale)) = flipped?;
+    let (records, stale, map_version) = handed?;
     tracing::info!(partition, to, records, ?stale, pause_ms = write_pause.as_millis() as u64, "partition handed over");
     json(&HandedOver {
         partition,
@@ -151,6 +150,10 @@ async fn ask_hand_over(
     through: u64,
     epoch: Option<u64>,
 ) -> Result<u64, ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Taken {
+        records: u64,
+    }
     let view = cluster.view();
     let address = view.addresses.get(node).ok_or_else(|| internal(format!("node `{node}` has no address")))?;
     let target = Owner { partition, node: node.to_owned(), address: address.clone(), map_version: view.map.version };
@@ -159,40 +162,26 @@ async fn ask_hand_over(
         "/admin/replicate?from={}&part=hand-over&partition={partition}&through={through}{epoch}",
         cluster.node()
     );
-    let (status, _, body) = call(state, cluster, &target, Method::POST, &path).await?;
-    let answer = http_body_util::BodyExt::collect(body).await.map(|b| b.to_bytes()).unwrap_or_default();
-    let failed = |why: String| {
-        ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "move_failed",
-            format!("node `{node}` did not take partition {partition} over: {why}"),
-        )
-    };
-    if status != StatusCode::OK {
-        return Err(failed(format!("{status} {}", String::from_utf8_lossy(&answer))));
-    }
-    let answer: serde_json::Value = serde_json::from_slice(&answer).map_err(|e| failed(e.to_string()))?;
-    answer["records"].as_u64().ok_or_else(|| failed("its answer has no `records`".into()))
+    Ok(post_step::<Taken>(state, cluster, &target, &path).await?.records)
 }
 
 /// Names `to` the owner of `partition` in etcd (this node keeps its copy's place; the `stale`
-/// copies named stale) and follows the new map here, before the writes held go. The map
-/// version, and the stale copies.
+/// copies named stale) and follows the new map here, before the writes held go: its version.
 async fn flip(
     cluster: &Cluster,
     writer: &dyn MapWriter,
     partition: u32,
     to: &str,
-    stale: Vec<String>,
-) -> Result<(u64, Vec<String>), ApiError> {
-    let view = writer.reassign(partition, cluster.node(), to, &stale).await.map_err(|why| {
+    stale: &[String],
+) -> Result<u64, ApiError> {
+    let view = writer.reassign(partition, cluster.node(), to, stale).await.map_err(|why| {
         ApiError::new(StatusCode::CONFLICT, "move_failed", format!("the cluster map was not changed: {why}"))
     })?;
     let version = view.map.version;
     if let Err(why) = cluster.apply(view) {
         tracing::error!(why, "cannot follow the map this node just wrote");
     }
-    Ok((version, stale))
+    Ok(version)
 }
 
 /// 503 `move_failed`: the copies did not hold the partition's writes within the freeze.

@@ -218,9 +218,20 @@ async fn kept(state: &State, partition: u32, err: ApiError) -> ApiError {
 
 /// Asks the target to take the partition in (`POST /admin/adopt`, with `extra` query).
 async fn ask_adopt(state: &State, cluster: &Cluster, target: &Owner, extra: &str) -> Result<Adopted, ApiError> {
-    let to = &target.node;
     let path = format!("/admin/adopt?partition={}&from={}{extra}", target.partition, cluster.node());
-    let (status, _, body) = call(state, cluster, target, Method::POST, &path).await?;
+    post_step(state, cluster, target, &path).await
+}
+
+/// `POST path` to `target`, a step of a move it takes: its JSON answer, or 502 `move_failed`
+/// saying why not.
+pub(super) async fn post_step<T: serde::de::DeserializeOwned>(
+    state: &State,
+    cluster: &Cluster,
+    target: &Owner,
+    path: &str,
+) -> Result<T, ApiError> {
+    let to = &target.node;
+    let (status, _, body) = call(state, cluster, target, Method::POST, path).await?;
     let answer = body.collect().await.map_err(|e| failed(to, &e.to_string()))?.to_bytes();
     if status != StatusCode::OK {
         return Err(failed(to, &format!("{status} {}", String::from_utf8_lossy(&answer))));
