@@ -352,9 +352,21 @@ impl CommitLog {
         }
     }
 
-    /// Hands every later flush's records to `replicator` (once; later calls are ignored).
+    /// Hands every later flush's records to `replicator` (once; later calls are ignored). Its
+    /// first shipment is an empty one where the log is committed now, between two flushes: the
+    /// replicator knows where the copies' streams start before any write comes (an idle owner's
+    /// copies are told how far its log stands).
     pub fn set_replicator(self: &Arc<Self>, replicator: Arc<dyn Replicate>) {
-        let _ = self.replicator.set((replicator, Arc::downgrade(self)));
+        let mut st = self.lock();
+        // A flush under way might see the replicator once set, and ship after the empty one.
+        while st.flushing {
+            let under_way = ((st.flushes_begun - 1) % 2) as usize;
+            st = self.flushed[under_way].wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if self.replicator.set((Arc::clone(&replicator), Arc::downgrade(self))).is_ok() {
+            let at = st.committed;
+            replicator.ship(Shipment { from: at, to: at, records: Vec::new(), log: Arc::downgrade(self) });
+        }
     }
 
     /// A shipment's outcome, in log order ([`Shipment::done`]): the range is committed; if it

@@ -1,8 +1,9 @@
 //! A node added later takes its share (docs/cluster.md, "Balancing"): `cluster add-node` names
 //! it, it starts owning nothing, a first `cluster balance` moves copies to it, a second (once
 //! they are up to date) hands it partitions. Then a node is drained (`balance --drain`) and
-//! removed (`cluster remove-node`). Writes go on throughout, nothing acknowledged is lost, and
-//! every partition's copies end its owner's.
+//! removed (`cluster remove-node`). The first copies are brought up to date while no node took
+//! a write yet; then writes go on throughout, nothing acknowledged is lost, and every
+//! partition's copies end its owner's.
 
 use std::time::Duration;
 
@@ -36,9 +37,6 @@ async fn a_node_added_later_takes_its_share_and_a_drained_one_is_removed() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
     let mut nodes = three_copies(&etcd, dir.path(), &QUICK).await;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let keys: Vec<Vec<u8>> = (0..40).map(key).collect();
-    let writer = tokio::spawn(write_until(nodes.server("n2").url.clone(), keys, stopped));
 
     let n4 = format!("127.0.0.1:{}", etcd::free_port());
     nodes.addresses.insert("n4".into(), n4.parse().unwrap());
@@ -58,7 +56,11 @@ async fn a_node_added_later_takes_its_share_and_a_drained_one_is_removed() {
     assert_eq!(steps(&balance(&etcd, &[]).await, "copy"), copies, "the plan taken");
     let (map, _) = etcd.map().await;
     assert!(copies.iter().all(|(p, _)| map.is_stale(*p as u32, "n4")), "{map:?}");
+    // The owners took no write yet: they bring their new copies up to date all the same.
     until_none_stale(&nodes.server("n1").url).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let keys: Vec<Vec<u8>> = (0..40).map(key).collect();
+    let writer = tokio::spawn(write_until(nodes.server("n2").url.clone(), keys, stopped));
 
     // Up to date, n4 is handed two partitions; then all is even.
     let handed = steps(&balance(&etcd, &[]).await, "owner");

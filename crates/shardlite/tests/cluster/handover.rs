@@ -22,6 +22,12 @@ async fn an_owner_hands_its_partition_to_a_copy_under_writes_and_nothing_acknowl
     let mut nodes = three_copies(&etcd, dir.path(), &QUICK).await;
     // Partition 0: n1 owns it, n2 and n3 keep copies. Writers through each node, mostly on it.
     let of_0: Vec<u32> = (0..2000).filter(|i| nodes.partition(&super::key(*i)) == 0).take(36).collect();
+    // An owner that took no write since it started hands a partition over too.
+    let map = super::get_json(&nodes.server("n1").at("/cluster")).await;
+    let idle = (1..8).find(|&p| map["owners"][p] == "n1").unwrap();
+    let to = map["replicas"][idle][0].as_str().unwrap().to_owned();
+    let moved = super::shardlite(&["cluster", "move", &idle.to_string(), &to, "--etcd", &etcd.endpoints, "--json"]);
+    assert!(moved.status.success(), "idle: cluster move: {}", String::from_utf8_lossy(&moved.stderr));
     let http = client();
     let mut still = Vec::new();
     for i in (2000..4000).filter(|i| nodes.partition(&super::key(*i)) == 0).take(4) {

@@ -276,12 +276,23 @@ fn sort(shared: &Shared, shipment: &Shipment) -> Sorted {
     Sorted { theirs, needs }
 }
 
-/// Sends each link an empty frame saying how far the log is committed, if it moved.
-fn settle(shared: &Shared, links: &mut HashMap<String, Link>, at: u64) {
+/// Sends each link an empty frame saying how far the log is committed, if it moved; and a
+/// link starts for each node the map gave copies of this node's partitions since the last
+/// shipment (an idle owner's new copies are brought up to date, and hold its log's end).
+fn settle(shared: &Arc<Shared>, links: &mut HashMap<String, Link>, at: u64) {
     let (commit, refused) = committed(shared);
+    let frame = || Frame { from: at, to: at, commit, refused: refused.clone(), ..Frame::default() };
+    let view = shared.cluster.view();
+    let (map, me) = (&view.map, shared.cluster.node());
+    for node in (0..map.partitions).filter(|&p| map.owners[p as usize] == me).flat_map(|p| map.replicas_of(p)) {
+        if !links.contains_key(node) {
+            let mut link = Link::start(shared, node);
+            link.send(frame(), mpsc::unbounded_channel().0);
+            links.insert(node.clone(), link);
+        }
+    }
     for link in links.values_mut().filter(|l| l.told < commit) {
-        let frame = Frame { from: at, to: at, commit, refused: refused.clone(), ..Frame::default() };
-        link.send(frame, mpsc::unbounded_channel().0);
+        link.send(frame(), mpsc::unbounded_channel().0);
     }
 }
 
