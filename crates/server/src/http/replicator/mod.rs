@@ -186,14 +186,17 @@ async fn dispatch(
     resolve: mpsc::UnboundedSender<InFlight>,
 ) {
     let mut links: HashMap<String, Link> = HashMap::new();
+    let mut routes = Routes::default();
     let mut last_to = None;
     loop {
-        let shipment = match tokio::time::timeout(SETTLE_AFTER, shipments.recv()).await {
+        let next = tokio::time::timeout(SETTLE_AFTER, shipments.recv()).await;
+        routes.follow(&shared);
+        let shipment = match next {
             Ok(Some(shipment)) => shipment,
             Ok(None) => return,
             Err(_) => {
                 if let Some(at) = last_to {
-                    settle(&shared, &mut links, at);
+                    settle(&shared, &routes, &mut links, at);
                 }
                 continue;
             }
@@ -206,7 +209,7 @@ async fn dispatch(
         }
         last_to = Some(shipment.to);
         shared.state.shipped(shipment.to);
-        let Sorted { theirs, needs } = sort(&shared, &shipment);
+        let Sorted { theirs, needs } = sort(&shared, &routes, &shipment);
         let (commit, refused) = committed(&shared);
         let (reply, answers) = mpsc::unbounded_channel();
         for (node, Theirs { txs, partitions }) in theirs {
@@ -221,6 +224,58 @@ async fn dispatch(
         if resolve.send(InFlight { shipment, needs, down, answers }).is_err() {
             return;
         }
+    }
+}
+
+/// Where this node's transactions go under one version of the map, worked out once per
+/// version (not per shipment: a flush comes every few writes).
+#[derive(Default)]
+struct Routes {
+    version: Option<u64>,
+    /// How many copies hold a write before its answer (the owner's included).
+    acks: usize,
+    /// Every node keeping copies of this node's partitions.
+    nodes: Vec<String>,
+    /// Per partition: its place in `sets`, if this node owns it and it has copies.
+    set_of: Vec<Option<usize>>,
+    /// Each distinct pair of a partition's replicas (they get its transactions) and those of
+    /// them up to date (they count for its writes).
+    sets: Vec<(Vec<String>, Vec<String>)>,
+}
+
+impl Routes {
+    /// Worked out again if the map in force is not the one these were for.
+    fn follow(&mut self, shared: &Shared) {
+        let view = shared.cluster.view();
+        let (map, me) = (&view.map, shared.cluster.node());
+        if self.version == Some(map.version) {
+            return;
+        }
+        *self = Routes {
+            version: Some(map.version),
+            acks: map.acks as usize,
+            set_of: vec![None; map.partitions as usize],
+            ..Routes::default()
+        };
+        for p in (0..map.partitions).filter(|&p| map.owners[p as usize] == me && !map.replicas_of(p).is_empty()) {
+            let set = (map.replicas_of(p).to_vec(), map.live_replicas_of(p).into_iter().cloned().collect());
+            let at = self.sets.iter().position(|s| *s == set).unwrap_or_else(|| {
+                self.sets.push(set);
+                self.sets.len() - 1
+            });
+            self.set_of[p as usize] = Some(at);
+        }
+        let mut nodes: Vec<String> = self.sets.iter().flat_map(|(replicas, _)| replicas.iter().cloned()).collect();
+        nodes.sort();
+        nodes.dedup();
+        self.nodes = nodes;
+    }
+
+    /// The replicas of `partition` and those of them up to date, if this node owns it and it
+    /// has copies.
+    fn of(&self, partition: u32) -> Option<&(Vec<String>, Vec<String>)> {
+        let at = (*self.set_of.get(partition as usize)?)?;
+        Some(&self.sets[at])
     }
 }
 
@@ -241,50 +296,37 @@ struct Theirs {
 }
 
 /// Sorts the shipment's transactions of this node's partitions by the nodes keeping copies of
-/// them. A stale copy, or one being brought up to date, gets them (held until its snapshot is
-/// in) but counts for nothing.
-fn sort(shared: &Shared, shipment: &Shipment) -> Sorted {
-    let view = shared.cluster.view();
-    let (map, me) = (&view.map, shared.cluster.node());
-    let mine = |p: u32| map.owners[p as usize] == me;
-    // Keyed by the view's node ids, cloned once per node at the end, not per transaction.
-    let mut theirs: BTreeMap<&str, Theirs> = (0..map.partitions)
-        .filter(|&p| mine(p))
-        .flat_map(|p| map.replicas_of(p))
-        .map(|node| (node.as_str(), Theirs::default()))
-        .collect();
+/// them (`routes`, for the map in force). A stale copy, or one being brought up to date, gets
+/// them (held until its snapshot is in) but counts for nothing.
+fn sort(shared: &Shared, routes: &Routes, shipment: &Shipment) -> Sorted {
+    let mut theirs: BTreeMap<String, Theirs> = routes.nodes.iter().map(|n| (n.clone(), Theirs::default())).collect();
     let mut needs: Vec<(Vec<String>, usize)> = Vec::new();
     shared.state.with_resyncing(|resyncing| {
-        let counts = |n: &&String, p: u32| resyncing.is_empty() || !resyncing.contains(&((*n).clone(), p));
         for raw in shipment.transactions() {
-            let Some(p) = raw.partition().filter(|&p| p < map.partitions && mine(p) && !map.replicas_of(p).is_empty())
-            else {
+            let Some((p, (replicas, live))) = raw.partition().and_then(|p| Some((p, routes.of(p)?))) else {
                 continue;
             };
-            for node in map.replicas_of(p) {
-                let copy = theirs.entry(node.as_str()).or_default();
+            for node in replicas {
+                let copy = theirs.get_mut(node).expect("a route's node is among the routes' nodes");
                 copy.txs.push((raw.lsn, raw.body.to_vec()));
                 copy.partitions.insert(p);
             }
-            let counted: Vec<&String> = map.live_replicas_of(p).into_iter().filter(|n| counts(n, p)).collect();
-            if !needs.iter().any(|(r, _)| r.iter().eq(counted.iter().copied())) {
-                needs.push((counted.into_iter().cloned().collect(), map.acks as usize - 1));
+            let counts = |n: &&String| resyncing.is_empty() || !resyncing.contains(&((*n).clone(), p));
+            if !needs.iter().any(|(set, _)| set.iter().eq(live.iter().filter(counts))) {
+                needs.push((live.iter().filter(counts).cloned().collect(), routes.acks - 1));
             }
         }
     });
-    let theirs = theirs.into_iter().map(|(node, copy)| (node.to_owned(), copy)).collect();
     Sorted { theirs, needs }
 }
 
 /// Sends each link an empty frame saying how far the log is committed, if it moved; and a
 /// link starts for each node the map gave copies of this node's partitions since the last
 /// shipment (an idle owner's new copies are brought up to date, and hold its log's end).
-fn settle(shared: &Arc<Shared>, links: &mut HashMap<String, Link>, at: u64) {
+fn settle(shared: &Arc<Shared>, routes: &Routes, links: &mut HashMap<String, Link>, at: u64) {
     let (commit, refused) = committed(shared);
     let frame = || Frame { from: at, to: at, commit, refused: refused.clone(), ..Frame::default() };
-    let view = shared.cluster.view();
-    let (map, me) = (&view.map, shared.cluster.node());
-    for node in (0..map.partitions).filter(|&p| map.owners[p as usize] == me).flat_map(|p| map.replicas_of(p)) {
+    for node in &routes.nodes {
         if !links.contains_key(node) {
             let mut link = Link::start(shared, node);
             link.send(frame(), mpsc::unbounded_channel().0);
