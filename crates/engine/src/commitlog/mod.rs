@@ -100,6 +100,10 @@ struct State {
     /// Who awaits [`CommitLog::durable`], with where each waits for: woken by the end of the
     /// flush that covers it.
     wakers: Vec<(u64, Waker)>,
+    /// Threads whose records are durable here, parked until the copies hold them, with where
+    /// each waits for: each woken by the shipment that covers it (not all of them by every
+    /// shipment).
+    parked: Vec<(u64, std::thread::Thread)>,
     /// The flusher thread has stopped, or is to.
     stopping: bool,
 }
@@ -131,8 +135,6 @@ pub struct CommitLog {
     flushed: [Condvar; 2],
     /// Where the flusher thread sleeps until someone awaits a flush.
     flush_wanted: Condvar,
-    /// Where writers whose records are durable here sleep until the copies acknowledge them.
-    replicated: Condvar,
     /// Where each flush's records go, and this log as the shipments know it (set once).
     replicator: OnceLock<(Arc<dyn Replicate>, Weak<CommitLog>)>,
     /// Per writer thread, then per partition (its inline writes): the lowest LSN it may have
@@ -180,10 +182,10 @@ impl CommitLog {
                 flush_target: base,
                 failed: None,
                 wakers: Vec::new(),
+                parked: Vec::new(),
                 stopping: false,
             }),
             flush_wanted: Condvar::new(),
-            replicated: Condvar::new(),
             replicator: OnceLock::new(),
             flushed: [Condvar::new(), Condvar::new()],
             holds: (0..holders).map(|_| AtomicU64::new(u64::MAX)).collect(),
@@ -339,7 +341,16 @@ impl CommitLog {
                 if !replicated {
                     return Ok(());
                 }
-                st = self.replicated.wait(st).unwrap_or_else(|p| p.into_inner());
+                // Listed once (a wake-up meant for something else, a channel's, looks again),
+                // for this wait (an earlier one that failed may have left it listed).
+                let me = std::thread::current();
+                match st.parked.iter_mut().find(|(_, t)| t.id() == me.id()) {
+                    Some(listed) => listed.0 = end,
+                    None => st.parked.push((end, me)),
+                }
+                drop(st);
+                std::thread::park();
+                st = self.lock();
                 continue;
             }
             if st.flushing {
@@ -395,11 +406,16 @@ impl CommitLog {
         let (wakers, later): (Vec<_>, Vec<_>) =
             std::mem::take(&mut st.wakers).into_iter().partition(|(end, _)| *end <= committed);
         st.wakers = later;
+        let (threads, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut st.parked).into_iter().partition(|(end, _)| *end <= committed);
+        st.parked = later;
         drop(st);
         for (_, waker) in wakers {
             waker.wake();
         }
-        self.replicated.notify_all();
+        for (_, thread) in threads {
+            thread.unpark();
+        }
     }
 
     /// Waits, without blocking the caller's thread, until the log is durable past `end`: the
