@@ -50,6 +50,9 @@ const REFUSED_KEPT: usize = 1024;
 const GATHER_FOR: Duration = Duration::from_millis(250);
 /// How many committed transactions of a partition a copy applies at once without waiting.
 const GATHER_UP_TO: usize = 64;
+/// How often a copy looks for gathered transactions that are due, at most (a frame comes every
+/// few writes, and each look goes over every transaction held), but on a frame with none.
+const LOOK_EVERY: Duration = Duration::from_millis(10);
 
 /// What a copy answers a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +113,8 @@ struct Source {
     resynced: BTreeSet<u32>,
     /// When this node last took a frame of the owner's (since it started).
     heard: Option<Instant>,
+    /// When this node last looked for gathered transactions that are due ([`LOOK_EVERY`]).
+    looked: Option<Instant>,
     /// No frame of the owner's was taken, in a directory new when it first opened: this node's
     /// copies of its partitions are empty, and its log from 0 follows them.
     empty: bool,
@@ -325,10 +330,16 @@ fn take_in(source: &mut Source, owner: &str, frame: &Frame, log: &CommitLog, par
 /// cancelled here), but those of partitions awaiting a snapshot, and, unless `all` (a frame
 /// with no transactions: the owner is idle, or the store closes), those of a partition whose
 /// first committed one came less than [`GATHER_FOR`] ago, fewer than [`GATHER_UP_TO`]: they
-/// wait for the next frames, and are applied with what follows them in one transaction.
+/// wait for the next frames, and are applied with what follows them in one transaction. Unless
+/// `all`, it looks [`LOOK_EVERY`] at most; in between, the transactions wait for a later frame.
 fn settle(source: &mut Source, commit: u64, all: bool, log: &CommitLog, apply: &mut Apply<'_>) -> Result<()> {
     source.commit = source.commit.max(commit);
-    let ready = take_due(source, all, Instant::now());
+    let now = Instant::now();
+    if !all && source.looked.is_some_and(|at| now.duration_since(at) < LOOK_EVERY) {
+        return Ok(());
+    }
+    source.looked = Some(now);
+    let ready = take_due(source, all, now);
     apply_in_order(source, ready, log, apply, None)
 }
 
