@@ -201,6 +201,13 @@ impl Replication {
         inner.links.get(node).is_some_and(holds)
     }
 
+    /// `node` keeps no copy of this node's partitions any more: its link is gone.
+    pub fn forget(&self, node: &str) {
+        let mut inner = self.inner();
+        inner.links.remove(node);
+        inner.resyncing.retain(|(n, _)| n != node);
+    }
+
     /// The copy nodes whose links are not streaming now (retrying, or behind).
     pub fn not_streaming(&self) -> Vec<String> {
         let inner = self.inner();

@@ -86,6 +86,15 @@ async fn a_node_added_later_takes_its_share_and_a_drained_one_is_removed() {
     assert!(nodes.servers.remove("n1").unwrap().stop().success(), "n1 stops cleanly");
     let removed = super::shardlite(&removing);
     assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    // The owners let their links to n1 go: their reports name only the nodes keeping copies.
+    for id in ["n2", "n3", "n4"] {
+        super::failover::until("the owners' reports forget n1", || async {
+            let stats = super::get_json(&nodes.server(id).at("/stats")).await;
+            let copies = stats["replication"]["copies"].as_array().cloned().unwrap_or_default();
+            copies.iter().all(|c| c["node"] != "n1")
+        })
+        .await;
+    }
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.send(true).unwrap();
     let acked: Acked = writer.await.unwrap();

@@ -5,6 +5,8 @@
 //! missed more than [`LINK_BUFFER`]), and when the map names a copy of the node stale: the
 //! stream's first frame then announces the partitions whose copies come from a snapshot next
 //! (`super::resync`), and until each is in, the node counts for none of that partition's writes.
+//! A link ends once the dispatcher lets it go (the node keeps no copy of this node's partitions
+//! any more), after the send under way; the replication report then forgets the node.
 
 use std::{
     collections::BTreeSet,
@@ -138,7 +140,7 @@ async fn run(shared: Arc<Shared>, node: String, mut queue: mpsc::UnboundedReceiv
         let first = tokio::select! {
             first = queue.recv() => match first {
                 Some(first) => first,
-                None => return,
+                None => return shared.state.forget(&node),
             },
             () = tokio::time::sleep(LOOK_EVERY) => match sent_to {
                 Some(at) => {
@@ -156,7 +158,19 @@ async fn run(shared: Arc<Shared>, node: String, mut queue: mpsc::UnboundedReceiv
             let mut frame = merge(waiting.iter().map(|(f, _)| f));
             stream.prepare(&shared, &node, &mut frame);
             shared.state.sent(&node);
-            let answer = match post(&shared, &node, &frame).await {
+            let posted = post(&shared, &node, &frame).await;
+            if queue.is_closed() {
+                // Let go: the node keeps no copy of this node's partitions any more.
+                let answer = match posted {
+                    Ok(Sent::Held) => Ok(()),
+                    Ok(Sent::Behind(why)) | Err(why) => Err(why),
+                };
+                for (_, reply) in waiting.drain(..) {
+                    let _ = reply.send((node.clone(), answer.clone()));
+                }
+                return shared.state.forget(&node);
+            }
+            let answer = match posted {
                 Ok(Sent::Held) => {
                     shared.state.held(&node, frame.to, frame.commit);
                     if frame.new_stream {

@@ -190,7 +190,9 @@ async fn dispatch(
     let mut last_to = None;
     loop {
         let next = tokio::time::timeout(SETTLE_AFTER, shipments.recv()).await;
-        routes.follow(&shared);
+        if routes.follow(&shared) {
+            forget_gone(&routes, &mut links);
+        }
         let shipment = match next {
             Ok(Some(shipment)) => shipment,
             Ok(None) => return,
@@ -244,12 +246,12 @@ struct Routes {
 }
 
 impl Routes {
-    /// Worked out again if the map in force is not the one these were for.
-    fn follow(&mut self, shared: &Shared) {
+    /// Worked out again if the map in force is not the one these were for (then `true`).
+    fn follow(&mut self, shared: &Shared) -> bool {
         let view = shared.cluster.view();
         let (map, me) = (&view.map, shared.cluster.node());
         if self.version == Some(map.version) {
-            return;
+            return false;
         }
         *self = Routes {
             version: Some(map.version),
@@ -269,6 +271,7 @@ impl Routes {
         nodes.sort();
         nodes.dedup();
         self.nodes = nodes;
+        true
     }
 
     /// The replicas of `partition` and those of them up to date, if this node owns it and it
@@ -318,6 +321,13 @@ fn sort(shared: &Shared, routes: &Routes, shipment: &Shipment) -> Sorted {
         }
     });
     Sorted { theirs, needs }
+}
+
+/// Lets go of the links to the nodes that keep no copy of this node's partitions under
+/// `routes` any more (their copies moved, the node drained or removed, the partitions handed
+/// over): each link's task ends once the send under way is done, and the reports forget it.
+fn forget_gone(routes: &Routes, links: &mut HashMap<String, Link>) {
+    links.retain(|node, _| routes.nodes.contains(node));
 }
 
 /// Sends each link an empty frame saying how far the log is committed, if it moved; and a
