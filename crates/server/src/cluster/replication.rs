@@ -201,11 +201,11 @@ impl Replication {
         inner.links.get(node).is_some_and(holds)
     }
 
-    /// `node` keeps no copy of this node's partitions any more: its link is gone.
+    /// `node` keeps no copy of this node's partitions any more: its link is gone. (Its copies
+    /// being brought up to date stay noted: their snapshots' task ends each one, at once for a
+    /// partition it keeps no copy of.)
     pub fn forget(&self, node: &str) {
-        let mut inner = self.inner();
-        inner.links.remove(node);
-        inner.resyncing.retain(|(n, _)| n != node);
+        self.inner().links.remove(node);
     }
 
     /// The copy nodes whose links are not streaming now (retrying, or behind).
