@@ -324,6 +324,12 @@ impl ClusterMap {
         Ok(())
     }
 
+    /// Whether `node` may take `partition` as its owner: any node if it has no copies, else
+    /// only one keeping an up-to-date copy of it (a handover: it holds every write).
+    pub fn may_own(&self, partition: u32, node: &str) -> bool {
+        self.replicas_of(partition).is_empty() || self.live_replicas_of(partition).iter().any(|n| *n == node)
+    }
+
     /// Whether `node` owns a partition or keeps a copy of one.
     pub fn holds_any(&self, node: &str) -> bool {
         (0..self.partitions).any(|p| self.owners[p as usize] == node || self.replicas_of(p).iter().any(|n| n == node))

@@ -137,7 +137,6 @@ fn report(steps: &[Step], json: bool, planned: bool) -> anyhow::Result<()> {
 /// How the partitions or copies of `map` are spread unevenly over `nodes` (some node has 2 or
 /// more more than another), if they are.
 fn uneven(map: &ClusterMap, nodes: &[String]) -> Option<String> {
-    let kept = |n: &String| copies_kept(map, n);
     let spread = |what: &str, count: &dyn Fn(&String) -> usize| {
         let counts: Vec<usize> = nodes.iter().map(count).collect();
         let (min, max) = (counts.iter().min()?, counts.iter().max()?);
@@ -145,7 +144,7 @@ fn uneven(map: &ClusterMap, nodes: &[String]) -> Option<String> {
         (max - min >= 2).then(|| format!("{what}: {}", each.join(", ")))
     };
     let owned = spread("partitions owned", &|n| map.owned_by(n).len());
-    let copies = spread("copies kept", &kept);
+    let copies = spread("copies kept", &|n| copies_kept(map, n));
     let both: Vec<String> = owned.into_iter().chain(copies).collect();
     (!both.is_empty()).then(|| format!("the spread is uneven ({})", both.join("; ")))
 }
@@ -174,7 +173,7 @@ fn plan(map: &ClusterMap, nodes: &[String], drain: Option<&str>) -> (Vec<Step>, 
     let mut steps = Vec::new();
     if let Some(drained) = drain {
         for p in map.owned_by(drained) {
-            if let Some(to) = least_loaded(nodes, |n| takes_owner(&map, p, n), |n| map.owned_by(n).len()) {
+            if let Some(to) = least_loaded(nodes, |n| map.may_own(p, n), |n| map.owned_by(n).len()) {
                 steps.push(give(&mut map, (p, drained.to_owned(), to)));
             }
         }
@@ -214,12 +213,6 @@ fn least_loaded(nodes: &[String], fits: impl Fn(&String) -> bool, load: impl Fn(
     nodes.iter().filter(|n| fits(n)).min_by_key(|n| (load(n), *n)).cloned()
 }
 
-/// Whether `node` may take partition `p` as its owner: any node without copies, else one
-/// keeping an up-to-date copy of it (a handover).
-fn takes_owner(map: &ClusterMap, p: u32, node: &String) -> bool {
-    map.replicas_of(p).is_empty() || map.live_replicas_of(p).contains(&node)
-}
-
 /// How many copies `node` keeps (besides the partitions it owns).
 fn copies_kept(map: &ClusterMap, node: &String) -> usize {
     (0..map.partitions).filter(|&p| map.replicas_of(p).contains(node)).count()
@@ -230,7 +223,7 @@ fn copies_kept(map: &ClusterMap, node: &String) -> usize {
 fn next_owner(map: &ClusterMap, nodes: &[String]) -> Option<(u32, String, String)> {
     let owned: BTreeMap<&String, usize> = nodes.iter().map(|n| (n, map.owned_by(n).len())).collect();
     for (from, to) in pairs(&owned) {
-        if let Some(p) = map.owned_by(from).into_iter().find(|&p| takes_owner(map, p, to)) {
+        if let Some(p) = map.owned_by(from).into_iter().find(|&p| map.may_own(p, to)) {
             return Some((p, from.clone(), to.clone()));
         }
     }

@@ -132,11 +132,9 @@ impl Etcd {
         let change = |map: &mut ClusterMap| {
             let owner = map.owners.get(partition as usize).context("no such partition in the cluster map")?;
             anyhow::ensure!(owner == from, "node `{from}` does not own partition {partition} in etcd: `{owner}` does");
-            // A partition with copies goes only to one of them that holds every write (a
-            // handover): the map may have changed since the owner looked.
-            let copies = map.replicas_of(partition);
+            // The map may have changed since the owner looked.
             anyhow::ensure!(
-                copies.is_empty() || map.live_replicas_of(partition).contains(&&to.to_owned()),
+                map.may_own(partition, to),
                 "node `{to}` keeps no up-to-date copy of partition {partition} in etcd"
             );
             map.give(partition, to, false);
@@ -193,10 +191,7 @@ impl Etcd {
     /// transaction on the map's revision as read here: refused while it owns a partition or
     /// keeps a copy of one, or holds its lease (it runs).
     pub async fn remove_node(&mut self, id: &str) -> anyhow::Result<()> {
-        let map_key = self.key("map");
-        let read = self.client.get(&map_key).await.context("reading the cluster map from etcd")?;
-        let kv = read.context("no cluster map in etcd")?;
-        let map = ClusterMap::parse(kv.value_str()?).map_err(anyhow::Error::msg)?;
+        let (map, revision) = self.read_map().await?;
         let view = self.existing_view().await?;
         anyhow::ensure!(view.addresses.contains_key(id), "no node `{id}` in the cluster map");
         anyhow::ensure!(
@@ -205,7 +200,7 @@ impl Etcd {
         );
         anyhow::ensure!(!view.alive.contains(id), "node `{id}` is running: stop it first");
         let checks = [
-            Compare::ModRevision(map_key, kv.mod_revision),
+            Compare::ModRevision(self.key("map"), revision),
             Compare::CreateRevision(self.key(&format!("alive/{id}")), 0),
         ];
         let gone = ["nodes", "replicas", "stopped"].map(|k| TxnOp::Delete(self.key(&format!("{k}/{id}"))));
@@ -261,19 +256,25 @@ impl Etcd {
         change: impl FnOnce(&mut ClusterMap) -> anyhow::Result<()>,
         also: Vec<Compare>,
     ) -> anyhow::Result<View> {
-        let map_key = self.key("map");
-        let read = self.client.get(&map_key).await.context("reading the cluster map from etcd")?;
-        let kv = read.context("no cluster map in etcd")?;
-        let mut map = ClusterMap::parse(kv.value_str()?).map_err(anyhow::Error::msg)?;
+        let (mut map, revision) = self.read_map().await?;
         change(&mut map)?;
         map.validate().map_err(anyhow::Error::msg)?;
         map.version += 1;
+        let map_key = self.key("map");
         let put = TxnOp::put(map_key.as_str(), map.to_text().map_err(anyhow::Error::msg)?);
-        let mut compares = vec![Compare::ModRevision(map_key, kv.mod_revision)];
+        let mut compares = vec![Compare::ModRevision(map_key, revision)];
         compares.extend(also);
         let done = self.client.txn(&compares, &[put]).await.context("changing the cluster map in etcd")?;
         anyhow::ensure!(done, "the cluster map changed in etcd meanwhile (another move or failover?)");
         self.existing_view().await
+    }
+
+    /// The map as stored, and the revision it was last changed at (for a transaction that
+    /// fails if it changed since).
+    async fn read_map(&mut self) -> anyhow::Result<(ClusterMap, i64)> {
+        let read = self.client.get(&self.key("map")).await.context("reading the cluster map from etcd")?;
+        let kv = read.context("no cluster map in etcd")?;
+        Ok((ClusterMap::parse(kv.value_str()?).map_err(anyhow::Error::msg)?, kv.mod_revision))
     }
 
     /// Records where `node`'s Litestream replicates its partitions.
