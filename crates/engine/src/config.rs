@@ -227,6 +227,14 @@ pub struct Config {
     /// How long a writer waits for more requests after the first, µs.
     #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub max_linger_us: u64,
+    /// With the commit log: groups of writes (a writer round's requests for one partition) one
+    /// SQLite transaction of the partition may hold, each answered once the log holds it; 1:
+    /// each group commits its own.
+    // A `COMMIT` of a round's one or two writes per partition (256 partitions) was a fifth of a
+    // durable insert's CPU, most of it writing WAL frames; later groups' writes to the same
+    // pages share them (`partition::writer::thread`, docs/decisions/held-writes.md).
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
+    pub hold_groups: u32,
     /// Threads serving reads; 0: sized from the disk under the data directory (a quarter of its
     /// hardware queue depth, 8 to 64).
     // They serve `Store::submit_get` (reads for callers that must not block) and the writers'
@@ -299,6 +307,7 @@ impl Default for Config {
             queue_capacity: 4096,
             max_batch: 1024,
             max_linger_us: 0,
+            hold_groups: 8,
             lookup_threads: 0,
             inline_read_us: 50,
             record_cache_mib: 64,

@@ -1,5 +1,6 @@
-//! Crash test: a child process writes through group commit and reports every acknowledged
-//! write on stdout; the parent SIGKILLs it at a random moment, reopens the directory, and
+//! Crash test: a child process writes through group commit (the writer threads keep
+//! partitions' transactions open across groups, answering writes before their `COMMIT`:
+//! `partition::held`) and reports every acknowledged write on stdout; the parent SIGKILLs it at a random moment, reopens the directory, and
 //! requires every acknowledged write to be there with its value and counter, and `check` to
 //! pass. Several rounds on the same directory, each continuing from what survived.
 //!

@@ -9,11 +9,13 @@
 //! - [`wal`], [`recovery`], [`replay`]: at open, the WAL checked, the commit log replayed, the index caught up
 //! - [`check`], [`compact`], [`snapshot`]: work run on the writer thread between two rounds
 //! - [`fresh`]: a partition built anew by an import; [`departure`]: a partition leaving this node
+//! - [`held`]: writes answered whose transaction has not committed yet
 
 pub mod check;
 pub mod compact;
 pub mod departure;
 pub mod fresh;
+pub mod held;
 pub mod readers;
 pub mod recovery;
 pub mod replay;
@@ -42,6 +44,7 @@ use crate::{
     Config, Error, Manifest, Result,
 };
 use departure::Departure;
+use held::Held;
 use readers::ReadPool;
 use recovery::{recover, PartitionLog, Recovered};
 
@@ -89,6 +92,8 @@ pub struct Partition {
     long_reads: AtomicU32,
     /// Whether a move is taking the partition away, and what changed meanwhile.
     pub departure: Departure,
+    /// Writes answered whose transaction has not committed yet: reads by key ask here first.
+    pub held: Held,
 }
 
 /// A long read under way: counted until dropped.
@@ -203,10 +208,18 @@ impl Partition {
             },
             long_reads: AtomicU32::new(0),
             departure: Departure::default(),
+            held: Held::default(),
         });
         partition.counters.records.store(records, Ordering::Relaxed);
         let epoch = sql::kept_epoch(&conn)?;
         Ok((partition, WriterStart { conn, next_id, records, lost, epoch }))
+    }
+
+    /// The record of `key` as a held write left it (`Some(None)`: deleted), if one did
+    /// ([`Held`]).
+    pub fn held_record(&self, key: &[u8]) -> Option<Option<Record>> {
+        let held = self.held.get(key)?;
+        Some(held.map(|(id, counter, value)| Record { version: self.version(id, counter), value }))
     }
 
     /// Reads a record by key through the partition's index and read pool.

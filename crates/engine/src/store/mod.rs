@@ -137,10 +137,14 @@ impl Shared {
         self.cache.as_ref().and_then(|cache| cache.get(key))
     }
 
-    /// Reads a record from SQLite, timed for [`InlineReads`]; unless `inline`, a damaged index
-    /// page is rebuilt and the read retried.
+    /// Reads a record: as a write answered but not yet committed left it, if one did, else from
+    /// SQLite, timed for [`InlineReads`]; unless `inline`, a damaged index page is rebuilt and
+    /// the read retried.
     fn read(&self, key: &[u8], at: KeyHash, inline: bool) -> Result<Option<Record>> {
         let partition = &self.partitions[at.partition as usize];
+        if let Some(held) = partition.held_record(key) {
+            return Ok(held);
+        }
         let started = Instant::now();
         let found = partition.get(key, at.fingerprint);
         self.inline_reads.record(started.elapsed(), inline);
@@ -157,6 +161,15 @@ impl Shared {
     fn queue(&self, partition: u32) -> Result<Sender<Job>> {
         let writers = self.writers.read().unwrap_or_else(|p| p.into_inner());
         writers.get(writer::owner(partition, writers.len())).cloned().ok_or(Error::Closed)
+    }
+
+    /// Has the writer of `partition` commit the writes it answered but holds, if any: before a
+    /// read that does not ask by key.
+    fn settle(&self, partition: &Partition) -> Result<()> {
+        match partition.held.any() {
+            true => self.control(partition.id, |reply| Job::Settle { partition: partition.id, reply }),
+            false => Ok(()),
+        }
     }
 
     /// Sends a control job to a partition's writer and waits for its answer.

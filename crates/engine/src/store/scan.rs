@@ -1,6 +1,7 @@
 //! Reading a partition's records in id order, a page at a time or all of them, each page from
 //! one read transaction (a consistent snapshot that never holds the writer up): the key listing
-//! of the HTTP server, `shardlite export` and `GET /export`.
+//! of the HTTP server, `shardlite export` and `GET /export`. The writes the partition's writer
+//! answered but holds uncommitted are committed first (`crate::partition::held`).
 
 use super::Store;
 use crate::{partition::sql, Error, Result, Version};
@@ -30,6 +31,7 @@ impl Store {
         mut f: impl FnMut(Scanned<'_>) -> Result<()>,
     ) -> Result<()> {
         let part = self.partition(partition)?;
+        self.shared.settle(part)?;
         part.readers.with(|conn| {
             sql::scan_records(conn, after, limit, values, |id, key, counter, value| {
                 f(Scanned { version: part.version(id, counter), key, value })
@@ -44,6 +46,7 @@ impl Store {
     /// the WAL to start over first if it grew past its bound ([`crate::partition::Partition::long_read`]).
     pub fn snapshot(&self, partition: u32, mut f: impl FnMut(Scanned<'_>) -> Result<()>) -> Result<()> {
         let part = self.partition(partition)?;
+        self.shared.settle(part)?;
         let _reading = part.long_read();
         let conn = part.readers.open_own()?;
         sql::scan_records(&conn, 0, u64::MAX, true, |id, key, counter, value| {

@@ -19,7 +19,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{partition_writer::Prepared, PartitionWriter, RequestResult, WriteRequest, Writing};
+use super::{
+    partition_writer::{End, Prepared},
+    PartitionWriter, RequestResult, WriteRequest, Writing,
+};
 use crate::{commitlog::CommitLog, ops::Op, Error, Result};
 
 /// How long writes go through the writer threads after an inline transaction read the disk.
@@ -152,7 +155,7 @@ fn finish(
     flushed: &Result<()>,
 ) {
     if let Some(prepared) = prepared {
-        writer.complete(prepared, flushed, writing);
+        writer.complete(prepared, flushed, writing, End::Commit);
         writing.metrics.record_inline();
         writer.after_commit(writing);
     }

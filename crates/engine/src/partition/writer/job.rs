@@ -60,9 +60,31 @@ pub enum Job {
     Track { partition: u32, reply: oneshot::Sender<()> },
     /// Freeze the recent index now (a forced merge); answers whether anything was frozen.
     Freeze { partition: u32, reply: oneshot::Sender<bool> },
+    /// Commit the transaction kept open with answered writes, if one is: before a read that
+    /// does not ask by key (a scan).
+    Settle { partition: u32, reply: oneshot::Sender<()> },
     /// Apply the owner's transactions to this node's copy of the partition, in order
     /// ([`Replicated`]); a failure poisons the copy (and is the answer, if one is awaited).
     Replicated { partition: u32, txs: Vec<Replicated>, reply: Option<oneshot::Sender<Result<()>>> },
+}
+
+impl Job {
+    /// The partition the job is for.
+    pub fn partition(&self) -> u32 {
+        match self {
+            Job::Write(req) => req.partition,
+            Job::ClearTombstones { partition, .. }
+            | Job::Rebuild { partition, .. }
+            | Job::Check { partition, .. }
+            | Job::Snapshot { partition, .. }
+            | Job::Compact { partition, .. }
+            | Job::Adopt { partition, .. }
+            | Job::Track { partition, .. }
+            | Job::Freeze { partition, .. }
+            | Job::Settle { partition, .. }
+            | Job::Replicated { partition, .. } => *partition,
+        }
+    }
 }
 
 /// The writer thread that owns partition `p` when there are `threads` of them.

@@ -2,6 +2,13 @@
 //! counters ([`PartitionWriter`]), and a group's transaction from `BEGIN` to its answers: run up
 //! to its `COMMIT` and logged ([`PartitionWriter::prepare`]), then committed once the log is
 //! durable and published ([`PartitionWriter::complete`]).
+//!
+//! With the commit log, a group's transaction may instead be kept open once the log holds it
+//! durably: its writes are answered and held ([`crate::partition::held`]), and the next groups
+//! run inside it, each under a savepoint of its own, until one `COMMIT` ends them all (the group
+//! that is not kept, or [`PartitionWriter::settle`]).
+//!
+//! [`Held`]: crate::partition::held::Held
 
 use std::{
     collections::HashMap,
@@ -21,7 +28,7 @@ use crate::{
     index::entry,
     keyhash::KeyHasher,
     ops::{Op, Outcome, Record, Written},
-    partition::{recovery::rebuild_index, sql, Partition, WriterStart},
+    partition::{held::HeldRecord, recovery::rebuild_index, sql, Partition, WriterStart},
     Error, Result,
 };
 
@@ -71,6 +78,30 @@ pub struct PartitionWriter {
     /// `(next_id, records)` as the partition's `meta` holds them (its last note, or as read).
     pub(super) noted: (u64, u64),
     candidates: Vec<u32>,
+    /// The transaction kept open with answered writes in it, if one is.
+    holding: Option<Holding>,
+}
+
+/// A transaction kept open after its writes were answered (they are held: [`Held`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Holding {
+    /// When its first group was answered.
+    pub(super) began: Instant,
+    /// The groups answered in it.
+    pub(super) groups: u32,
+    /// Bytes of the keys and values it holds.
+    pub(super) bytes: usize,
+    /// The log position `meta` notes in it, if a group noted one.
+    applied: Option<u64>,
+}
+
+/// What becomes of a group's transaction once the log holds it durably.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum End {
+    /// `COMMIT` it (with whatever is held), then answer.
+    Commit,
+    /// Answer and keep it open, held.
+    Keep,
 }
 
 /// A transaction's effects, applied to the writer's state only once it commits.
@@ -119,7 +150,21 @@ impl PartitionWriter {
     /// Writer state for a partition just opened.
     pub fn new(partition: Arc<Partition>, start: WriterStart, hasher: KeyHasher) -> Self {
         let WriterStart { conn, next_id, records, .. } = start;
-        Self { partition, conn, hasher, next_id, records, noted: (next_id, records), candidates: Vec::new() }
+        Self {
+            partition,
+            conn,
+            hasher,
+            next_id,
+            records,
+            noted: (next_id, records),
+            candidates: Vec::new(),
+            holding: None,
+        }
+    }
+
+    /// The transaction kept open with answered writes in it, if one is.
+    pub(super) fn holding(&self) -> Option<Holding> {
+        self.holding
     }
 
     /// The partition this writer serves.
@@ -147,7 +192,7 @@ impl PartitionWriter {
             match self.log(tx, log) {
                 Ok(logged) => prepared.logged = logged,
                 Err((err, logged)) => {
-                    sql::rollback(&self.conn);
+                    self.roll_back_group();
                     prepared.logged = logged;
                     prepared.state = Err(self.failed(err));
                 }
@@ -194,22 +239,25 @@ impl PartitionWriter {
     /// answers each request; a group that fails is rolled back, its logged record cancelled,
     /// and every request answered the error. The commit is counted in `metrics` before anyone
     /// is answered; `cache` learns of it as [`RecordCache`] requires.
-    pub(super) fn complete(&mut self, prepared: Prepared, flushed: &Result<()>, writing: &Writing) {
+    ///
+    /// `end` says whether the transaction commits now or is kept open with its writes held
+    /// (then it runs on under a savepoint of its group's). A kept transaction's earlier groups
+    /// were answered: if the `COMMIT` fails, the partition is poisoned and their writes stay
+    /// held until the process ends (the commit log holds them for the next start).
+    pub(super) fn complete(&mut self, prepared: Prepared, flushed: &Result<()>, writing: &Writing, end: End) {
         let (log, cache) = (writing.log.as_deref(), writing.cache.as_deref());
-        let Prepared { reqs, started, state, logged } = prepared;
+        let Prepared { mut reqs, started, state, logged } = prepared;
+        let held_applied = self.holding.and_then(|h| h.applied);
         let outcome = match state {
             Err(err) => Err(err),
             Ok((results, tx)) => match flushed {
                 Err(err) if logged.is_some() => {
-                    sql::rollback(&self.conn);
+                    self.roll_back_group();
                     Err(self.failed(err.clone()))
                 }
-                _ => match catch_unwind(AssertUnwindSafe(|| self.commit(&tx, cache))) {
+                _ => match catch_unwind(AssertUnwindSafe(|| self.end_group(&tx, end, cache))) {
                     Ok(Ok(())) => Ok((results, tx)),
-                    Ok(Err(err)) => {
-                        sql::rollback(&self.conn);
-                        Err(self.failed(err))
-                    }
+                    Ok(Err(err)) => Err(self.commit_failed(err)),
                     Err(panic) => Err(self.panicked(&*panic)),
                 },
             },
@@ -224,12 +272,33 @@ impl PartitionWriter {
         match outcome {
             Ok((results, tx)) => {
                 let noted = logged.filter(|_| tx.noted).map(|(_, end)| end);
-                self.finish(&tx, results.iter().map(Vec::len).sum(), noted);
+                self.publish(&tx, results.iter().map(Vec::len).sum());
+                match end {
+                    End::Keep => self.hold(held_writes(&mut reqs, &results), &tx, noted, cache),
+                    End::Commit => self.committed(noted.or(held_applied)),
+                }
                 for (req, result) in reqs.into_iter().zip(results) {
                     let _ = req.reply.send(Ok(result));
                 }
             }
             Err(err) => reply_all(reqs, &err),
+        }
+    }
+
+    /// Holds a kept group's `writes` before they are answered; then the keys leave `cache` (a
+    /// read that did not find them held noted the cache's generation before this, and caches
+    /// nothing). `noted`: the log position the group wrote to `meta`, if it did.
+    fn hold(&mut self, writes: Vec<(Vec<u8>, HeldRecord)>, tx: &Tx, noted: Option<u64>, cache: Option<&RecordCache>) {
+        let bytes: usize = writes.iter().map(|(k, r)| k.len() + r.as_ref().map_or(0, |(_, _, v)| v.len())).sum();
+        let holding = match self.holding {
+            Some(h) => Holding { groups: h.groups + 1, bytes: h.bytes + bytes, applied: noted.or(h.applied), ..h },
+            None => Holding { began: Instant::now(), groups: 1, bytes, applied: noted },
+        };
+        self.holding = Some(holding);
+        self.partition.held.add(writes);
+        if let Some(cache) = cache {
+            cache.commit_begins(self.partition.id, tx.overlay.keys());
+            cache.commit_ended(self.partition.id);
         }
     }
 
@@ -243,16 +312,73 @@ impl PartitionWriter {
         }
     }
 
-    /// `COMMIT`s the open transaction; just before, the keys it wrote leave `cache`.
-    fn commit(&self, tx: &Tx, cache: Option<&RecordCache>) -> Result<()> {
-        if let Some(cache) = cache.filter(|_| !tx.overlay.is_empty()) {
-            cache.commit_begins(self.partition.id, tx.overlay.keys());
+    /// Ends a group's part of the transaction as `end` says: `COMMIT`s it (the keys it wrote
+    /// leaving `cache` just before), or keeps it open (they leave `cache` once held).
+    fn end_group(&mut self, tx: &Tx, end: End, cache: Option<&RecordCache>) -> Result<()> {
+        if self.holding.is_some() {
+            sql::release_savepoint(&self.conn)?;
         }
+        match end {
+            End::Keep => Ok(()),
+            End::Commit => {
+                if let Some(cache) = cache.filter(|_| !tx.overlay.is_empty()) {
+                    cache.commit_begins(self.partition.id, tx.overlay.keys());
+                }
+                self.commit(cache)
+            }
+        }
+    }
+
+    /// `COMMIT`s the open transaction, then lets `cache` take records in again and forgets the
+    /// held writes it committed (a read finds them in SQLite from now on; the cache may hold
+    /// them as they were held, which is as they are).
+    fn commit(&mut self, cache: Option<&RecordCache>) -> Result<()> {
         let committed = sql::commit(&self.conn);
         if let Some(cache) = cache {
             cache.commit_ended(self.partition.id);
         }
+        if committed.is_ok() && self.holding.take().is_some() {
+            self.partition.held.clear();
+        }
         committed
+    }
+
+    /// A `COMMIT` failed with `err`: rolls back. If the transaction held answered writes, the
+    /// partition is poisoned whatever the error, and they stay held (the log has them).
+    fn commit_failed(&mut self, err: Error) -> Error {
+        sql::rollback(&self.conn);
+        match self.holding.take() {
+            Some(_) => {
+                self.partition.poison(format!("committing answered writes failed: {err}"));
+                err
+            }
+            None => self.failed(err),
+        }
+    }
+
+    /// Commits the transaction kept open, if one is: its held writes reach SQLite, and the
+    /// partition's files are told how far they apply the log. Then what follows a commit.
+    pub(super) fn settle(&mut self, writing: &Writing) {
+        let Some(holding) = self.holding else { return };
+        match catch_unwind(AssertUnwindSafe(|| self.commit(None))) {
+            Ok(Ok(())) => self.committed(holding.applied),
+            Ok(Err(err)) => {
+                self.commit_failed(err);
+            }
+            Err(panic) => {
+                self.panicked(&*panic);
+            }
+        }
+        self.after_commit(writing);
+    }
+
+    /// Rolls back what the group under way did: to its savepoint inside a kept transaction,
+    /// else the whole transaction.
+    fn roll_back_group(&self) {
+        match self.holding {
+            Some(_) => sql::rollback_savepoint(&self.conn),
+            None => sql::rollback(&self.conn),
+        }
     }
 
     /// A transaction failed with `err`: poisons the partition unless the write may be retried
@@ -266,8 +392,10 @@ impl PartitionWriter {
     }
 
     /// The writer panicked inside a transaction: rolls back, poisons, returns the error.
-    fn panicked(&self, panic: &(dyn std::any::Any + Send)) -> Error {
+    fn panicked(&mut self, panic: &(dyn std::any::Any + Send)) -> Error {
         sql::rollback(&self.conn);
+        // Answered writes of a kept transaction stay held (the partition is poisoned below).
+        self.holding = None;
         let what = panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
@@ -316,7 +444,10 @@ impl PartitionWriter {
             log: logging.then(TxBuilder::default),
             changed: self.partition.departure.tracking().then(Vec::new),
         };
-        sql::begin(&self.conn, tx_mode)?;
+        match self.holding {
+            Some(_) => sql::savepoint(&self.conn)?,
+            None => sql::begin(&self.conn, tx_mode)?,
+        }
         let run = (|| {
             let mut results = Vec::with_capacity(reqs.len());
             for req in reqs {
@@ -335,7 +466,7 @@ impl PartitionWriter {
         match run {
             Ok(results) => Ok((results, tx)),
             Err(err) => {
-                sql::rollback(&self.conn);
+                self.roll_back_group();
                 Err(err)
             }
         }
@@ -435,28 +566,32 @@ impl PartitionWriter {
         }
     }
 
-    /// Publishes a committed transaction: ids, counts, the recent index, and how far the
-    /// partition's `meta` says it applies the commit log (`applied`: the end of its record, if
-    /// it noted it).
-    fn finish(&mut self, tx: &Tx, ops: usize, applied: Option<u64>) {
+    /// Publishes a transaction's group about to be answered: ids, counts, the recent index (the
+    /// writer's later groups find its records by it, and readers skip ids their snapshot lacks).
+    fn publish(&mut self, tx: &Tx, ops: usize) {
         self.next_id = tx.next_id;
         self.records = tx.records;
         if tx.noted {
             self.noted = (tx.next_id, tx.records);
         }
-        self.partition.next_id.store(tx.next_id, Ordering::Relaxed);
         let counters = &self.partition.counters;
         counters.records.store(tx.records, Ordering::Relaxed);
-        counters.commits.fetch_add(1, Ordering::Relaxed);
         counters.ops.fetch_add(ops as u64, Ordering::Relaxed);
-        if let Some(end) = applied {
-            self.partition.applied.store(end, Ordering::Relaxed);
-        }
         if let Some(index) = &self.partition.index {
             index.apply(&tx.added, &tx.removed, tx.next_id - 1);
         }
         if let Some(changed) = tx.changed.as_deref().filter(|c| !c.is_empty()) {
             self.partition.departure.note(changed);
+        }
+    }
+
+    /// The transaction committed: the partition's files hold every group published so far, and
+    /// apply the commit log up to `applied` (the end of the last record whose group noted it).
+    fn committed(&self, applied: Option<u64>) {
+        self.partition.next_id.store(self.next_id, Ordering::Relaxed);
+        self.partition.counters.commits.fetch_add(1, Ordering::Relaxed);
+        if let Some(end) = applied {
+            self.partition.applied.store(end, Ordering::Relaxed);
         }
     }
 
@@ -467,6 +602,25 @@ impl PartitionWriter {
             None => Ok(()),
         }
     }
+}
+
+/// Each key's last state after a group's writes that succeeded, for [`Held`]; the keys and values
+/// are taken out of `reqs`, which are only answered after this.
+fn held_writes(reqs: &mut [WriteRequest], results: &[Vec<Result<Outcome>>]) -> Vec<(Vec<u8>, HeldRecord)> {
+    let mut writes = Vec::new();
+    for (req, outcomes) in reqs.iter_mut().zip(results) {
+        for ((op, _), outcome) in req.ops.iter_mut().zip(outcomes) {
+            match (op, outcome) {
+                (Op::Put { key, value, .. }, Ok(Outcome::Written(w))) => {
+                    let (id, counter) = (w.version.id as u32, w.version.counter);
+                    writes.push((std::mem::take(key), Some((id, counter, std::mem::take(value)))));
+                }
+                (Op::Delete { key, .. }, Ok(Outcome::Deleted { .. })) => writes.push((std::mem::take(key), None)),
+                _ => {}
+            }
+        }
+    }
+    writes
 }
 
 fn reply_all(reqs: Vec<WriteRequest>, err: &Error) {

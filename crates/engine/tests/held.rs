@@ -1,0 +1,71 @@
+//! Held writes (`partition::held`): with the commit log, a partition's writer may answer a group
+//! of writes once the log holds it and keep its SQLite transaction open for the next groups.
+//! Such a write is read back by key at once (the record cache forgetting the value it had), is
+//! in a scan, and a close commits it. That held writes survive a crash before their `COMMIT` is
+//! the crash test's (`crash.rs`: its writes go through the writer threads).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{key, value};
+use shardlite_engine::{Condition, Config, Store, Synchronous};
+
+/// Durable through the commit log; every write through the writer thread (none inline), many
+/// groups to a transaction.
+fn config() -> Config {
+    Config { synchronous: Synchronous::Full, inline_writes_below: 0, hold_groups: 64, ..common::small_config() }
+}
+
+/// Commits of the store's one partition.
+fn commits(store: &Store) -> u64 {
+    store.stats().partitions[0].commits
+}
+
+/// Writes keys from `first` on until a write is answered without a commit of its partition
+/// (its transaction kept open), and returns that key's number.
+fn held_write(store: &Store, first: u32) -> u32 {
+    for i in first..first + 200 {
+        let before = commits(store);
+        store.put(&key(i), value(i, 1), Condition::Absent).unwrap();
+        if commits(store) == before {
+            return i;
+        }
+    }
+    panic!("200 writes in a row committed before their answer: no transaction was kept open");
+}
+
+#[test]
+fn a_held_write_is_read_by_key_and_by_scan_and_committed_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), common::partitions(1), config()).unwrap();
+    // Cached before the held update and delete: the reads after them must not find them.
+    for k in 0..2 {
+        store.put(&key(k), value(k, 1), Condition::Absent).unwrap();
+        assert_eq!(store.get(&key(k)).unwrap().unwrap().value, value(k, 1));
+    }
+    let i = held_write(&store, 2);
+    store.put(&key(0), value(0, 2), Condition::None).unwrap();
+    store.delete(&key(1), Condition::None).unwrap();
+    assert_eq!(store.get(&key(i)).unwrap().unwrap().value, value(i, 1), "a held insert reads back");
+    assert_eq!(store.get(&key(0)).unwrap().unwrap().value, value(0, 2), "a held update reads back");
+    assert_eq!(store.get(&key(1)).unwrap(), None, "a held delete reads as gone");
+
+    let mut scanned = Vec::new();
+    store
+        .scan(0, 0, u64::MAX, true, |r| {
+            scanned.push((r.key.to_vec(), r.value.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+    assert!(scanned.contains(&(key(i), value(i, 1))), "a scan sees the held insert");
+    assert!(scanned.contains(&(key(0), value(0, 2))), "a scan sees the held update");
+    assert!(!scanned.iter().any(|(k, _)| *k == key(1)), "a scan misses the held delete's key");
+
+    let checks = store.check().unwrap();
+    assert!(checks.iter().all(|c| c.is_ok()), "{checks:?}");
+    let j = held_write(&store, i + 1);
+    store.close();
+    drop(store);
+    let store = Store::open(dir.path(), config()).unwrap();
+    assert_eq!(store.get(&key(j)).unwrap().unwrap().value, value(j, 1), "the close committed it");
+}
