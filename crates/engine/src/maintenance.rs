@@ -93,11 +93,13 @@ fn keep_index_in_ram(partition: &Partition, pages: &Arc<IndexPages>) {
 
 /// Drops the commit log's segments that are no longer needed, if any, and keeps a spare
 /// segment ready. Nothing is dropped while a partition is poisoned: its own files may not hold
-/// what it committed, so the log keeps it for a restart.
+/// what it committed (or answered: held writes), so the log keeps it for a restart. Asked again
+/// once the writers' holds are read: a writer poisons a partition before it lets go of its hold.
 fn trim(work: &Work) {
     let Some(log) = &work.log else { return };
-    if log.has_closed_segments() && work.partitions.iter().all(|p| p.poisoned().is_none()) {
-        let durable = || work.partitions.iter().map(|p| p.durable()).collect();
+    let healthy = || work.partitions.iter().all(|p| p.poisoned().is_none());
+    if log.has_closed_segments() && healthy() {
+        let durable = || healthy().then(|| work.partitions.iter().map(|p| p.durable()).collect());
         if let Err(err) = log.trim(durable) {
             tracing::error!(%err, "could not drop commit log segments; they are kept and retried");
         }

@@ -1,11 +1,20 @@
 //! Held writes (`partition::held`): with the commit log, a partition's writer may answer a group
 //! of writes once the log holds it and keep its SQLite transaction open for the next groups.
 //! Such a write is read back by key at once (the record cache forgetting the value it had), is
-//! in a scan, and a close commits it. That held writes survive a crash before their `COMMIT` is
+//! in a scan, and a close commits it; and the commit log still drops segments while writes never
+//! stop (transactions kept open one after another). That held writes survive a crash before their `COMMIT` is
 //! the crash test's (`crash.rs`: its writes go through the writer threads).
 #![allow(clippy::unwrap_used)]
 
 mod common;
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 use common::{key, value};
 use shardlite_engine::{Condition, Config, Store, Synchronous};
@@ -68,4 +77,39 @@ fn a_held_write_is_read_by_key_and_by_scan_and_committed_at_close() {
     drop(store);
     let store = Store::open(dir.path(), config()).unwrap();
     assert_eq!(store.get(&key(j)).unwrap().unwrap().value, value(j, 1), "the close committed it");
+}
+
+#[test]
+fn the_commit_log_drops_segments_while_writes_never_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    // Sixteen partitions on one writer thread: their transactions begin and end in different
+    // rounds, so one is nearly always kept open.
+    let config = Config { log_segment_mib: 1, writer_threads: 1, hold_groups: 8, ..config() };
+    let store = Arc::new(Store::create(dir.path(), common::partitions(16), config).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4u32)
+        .map(|t| {
+            let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                for i in (t * 1_000_000).. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    store.put(&key(i), vec![b'v'; 1024], Condition::None).unwrap();
+                }
+            })
+        })
+        .collect();
+    // The maintenance thread looks every 500 ms and drops every closed segment no writer holds:
+    // four are dropped long before 64 appended, unless a hold stays behind.
+    let log = || store.stats().log.expect("a commit log");
+    while log().trims < 4 && log().bytes < 64 << 20 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dropped = log().trims;
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    assert!(dropped >= 4, "64 MiB appended, {dropped} of its 1 MiB segments dropped: {:?}", log());
 }

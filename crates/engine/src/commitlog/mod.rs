@@ -213,6 +213,13 @@ impl CommitLog {
         self.holds[holder].store(end, Ordering::SeqCst);
     }
 
+    /// [`CommitLog::hold`], keeping also what was appended from `from` on (by a transaction kept
+    /// open since): segments at or after the lower of the two are kept.
+    pub fn hold_from(&self, holder: usize, from: u64) {
+        let end = self.lock().end;
+        self.holds[holder].store(end.min(from), Ordering::SeqCst);
+    }
+
     /// Holder `holder` has committed (or rolled back) everything it appended.
     pub fn release(&self, holder: usize) {
         self.holds[holder].store(u64::MAX, Ordering::SeqCst);
@@ -521,7 +528,8 @@ impl CommitLog {
     /// Drops the segments every record of which is committed in SQLite, if there are any:
     /// `syncfs` makes those commits durable, then `durable()` (how far each partition's commits
     /// went, read before the sync) is written to the base file and the segments removed.
-    pub fn trim(&self, durable: impl FnOnce() -> Vec<Durable>) -> Result<()> {
+    /// `durable()` may refuse (`None`), once the holds are read: then nothing is dropped.
+    pub fn trim(&self, durable: impl FnOnce() -> Option<Vec<Durable>>) -> Result<()> {
         let flushed = self.lock().durable;
         let floor = self.holds.iter().map(|h| h.load(Ordering::SeqCst)).fold(flushed, u64::min);
         let droppable: Vec<Arc<Segment>> = {
@@ -531,7 +539,7 @@ impl CommitLog {
         if droppable.is_empty() {
             return Ok(());
         }
-        let durable = durable();
+        let Some(durable) = durable() else { return Ok(()) };
         layout::sync_filesystem(&self.dir, self.layout.dir())?;
         base::write(&self.layout.log_base(), flushed, &durable)?;
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
@@ -798,10 +806,12 @@ mod tests {
         }
         let before = layout.log_segments().unwrap().len();
         let durable = vec![Durable { applied: 7, next_id: 3 }, Durable { applied: 8, next_id: 4 }];
-        log.trim(|| durable.clone()).unwrap();
+        log.trim(|| Some(durable.clone())).unwrap();
         assert_eq!(layout.log_segments().unwrap().len(), before, "a writer holds what it appended");
         log.release(0);
-        log.trim(|| durable.clone()).unwrap();
+        log.trim(|| None).unwrap();
+        assert_eq!(layout.log_segments().unwrap().len(), before, "a refused trim drops nothing");
+        log.trim(|| Some(durable.clone())).unwrap();
         assert_eq!(layout.log_segments().unwrap().len(), 1, "only the current segment is left");
         assert!(layout.log_spare().exists(), "a dropped segment became the spare");
         let base = base::read(&layout.log_base(), 2).unwrap().unwrap();

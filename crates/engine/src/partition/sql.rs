@@ -251,12 +251,14 @@ pub fn release_savepoint(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-/// Undoes what the group did under its savepoint and ends it; the transaction stays open.
-pub fn rollback_savepoint(conn: &Connection) {
+/// Undoes what the group did under its savepoint and ends it; the transaction stays open if
+/// SQLite has not rolled it back whole (some errors do: a full disk, I/O).
+pub fn rollback_savepoint(conn: &Connection) -> Result<()> {
     if !conn.is_autocommit() {
-        let _ = conn.prepare_cached("ROLLBACK TO grp").and_then(|mut s| s.execute([]));
-        let _ = release_savepoint(conn);
+        conn.prepare_cached("ROLLBACK TO grp")?.execute([])?;
+        release_savepoint(conn)?;
     }
+    Ok(())
 }
 
 /// Rolls the writer's transaction back, if one is open.

@@ -167,7 +167,7 @@ impl Shared {
     /// read that does not ask by key.
     fn settle(&self, partition: &Partition) -> Result<()> {
         match partition.held.any() {
-            true => self.control(partition.id, |reply| Job::Settle { partition: partition.id, reply }),
+            true => self.control(partition.id, |reply| Job::Settle { partition: partition.id, reply })?,
             false => Ok(()),
         }
     }

@@ -49,7 +49,7 @@ impl Store {
             MovePart::Copy => {
                 // The notes start over just before the snapshot: a commit the copy misses is
                 // noted.
-                self.shared.control(partition, |reply| Job::Track { partition, reply })?;
+                self.shared.control(partition, |reply| Job::Track { partition, reply })??;
                 None
             }
             MovePart::Changes => Some(handle.departure.take().ok_or_else(|| {

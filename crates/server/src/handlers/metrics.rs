@@ -259,7 +259,11 @@ fn encode_sqlite(figures: &SqliteFigures, enc: &mut DescriptorEncoder) -> Result
         ),
     ]);
     metrics.extend([
-        Counter("shardlite_commits", "Transactions committed by the writers (group commits)", w.commits),
+        Counter(
+            "shardlite_commits",
+            "Groups of writes the writers committed (answered groups may share a COMMIT)",
+            w.commits,
+        ),
         Counter(
             "shardlite_inline_commits",
             "Of those, the single writes their caller ran itself (inline writes, with the commit log)",

@@ -7,7 +7,7 @@ use super::{Adopt, Replicated};
 use crate::{
     ops::{Op, Outcome},
     partition::{check, compact, snapshot},
-    Result,
+    Error, Result,
 };
 
 /// Per-operation results of one request, or the error of its whole transaction.
@@ -57,12 +57,12 @@ pub enum Job {
     /// Start the notes of the ids each commit changes over, for a move copying the partition
     /// away ([`crate::partition::departure::Departure::track`]): between two rounds, so no
     /// commit escapes both the copy and the notes. Answered once noting has started.
-    Track { partition: u32, reply: oneshot::Sender<()> },
+    Track { partition: u32, reply: oneshot::Sender<Result<()>> },
     /// Freeze the recent index now (a forced merge); answers whether anything was frozen.
     Freeze { partition: u32, reply: oneshot::Sender<bool> },
     /// Commit the transaction kept open with answered writes, if one is: before a read that
     /// does not ask by key (a scan).
-    Settle { partition: u32, reply: oneshot::Sender<()> },
+    Settle { partition: u32, reply: oneshot::Sender<Result<()>> },
     /// Apply the owner's transactions to this node's copy of the partition, in order
     /// ([`Replicated`]); a failure poisons the copy (and is the answer, if one is awaited).
     Replicated { partition: u32, txs: Vec<Replicated>, reply: Option<oneshot::Sender<Result<()>>> },
@@ -83,6 +83,33 @@ impl Job {
             | Job::Freeze { partition, .. }
             | Job::Settle { partition, .. }
             | Job::Replicated { partition, .. } => *partition,
+        }
+    }
+}
+
+impl Job {
+    /// Answers the job with `err` instead of running it: a freeze as nothing frozen, tombstones
+    /// left for the next merge.
+    pub fn refuse(self, err: &Error) {
+        fn answer<T>(reply: oneshot::Sender<Result<T>>, err: &Error) {
+            let _ = reply.send(Err(err.clone()));
+        }
+        match self {
+            Job::Write(req) => answer(req.reply, err),
+            Job::ClearTombstones { .. } => {}
+            Job::Rebuild { reply, .. } | Job::Adopt { reply, .. } => answer(reply, err),
+            Job::Track { reply, .. } | Job::Settle { reply, .. } => answer(reply, err),
+            Job::Check { reply, .. } => answer(reply, err),
+            Job::Snapshot { reply, .. } => answer(reply, err),
+            Job::Compact { reply, .. } => answer(reply, err),
+            Job::Freeze { reply, .. } => {
+                let _ = reply.send(false);
+            }
+            Job::Replicated { reply, .. } => {
+                if let Some(reply) = reply {
+                    answer(reply, err);
+                }
+            }
         }
     }
 }

@@ -23,12 +23,12 @@ use super::{Maintenance, WriteRequest, Writing};
 use crate::{
     cache::RecordCache,
     checkpointer::{self, Checkpoints},
-    commitlog::{CommitLog, TxBuilder},
+    commitlog::{format::read_records, format::Record as LogRecord, Body, CommitLog, TxBuilder},
     config::{IndexMode, TxMode},
     index::entry,
     keyhash::KeyHasher,
     ops::{Op, Outcome, Record, Written},
-    partition::{held::HeldRecord, recovery::rebuild_index, sql, Partition, WriterStart},
+    partition::{held::HeldRecord, recovery::rebuild_index, replay::replay, sql, Partition, WriterStart},
     Error, Result,
 };
 
@@ -80,10 +80,14 @@ pub struct PartitionWriter {
     candidates: Vec<u32>,
     /// The transaction kept open with answered writes in it, if one is.
     holding: Option<Holding>,
+    /// A kept transaction whose `COMMIT` failed for want of disk space: its writes stay held, and
+    /// it is applied again before anything else is done.
+    unapplied: Option<Holding>,
 }
 
-/// A transaction kept open after its writes were answered (they are held: [`Held`]).
-#[derive(Debug, Clone, Copy)]
+/// A transaction kept open after its writes were answered (they are held: [`Held`]); or one
+/// whose `COMMIT` failed for want of disk space, to be applied again ([`PartitionWriter::reapply`]).
+#[derive(Debug)]
 pub(super) struct Holding {
     /// When its first group was answered.
     pub(super) began: Instant,
@@ -91,8 +95,13 @@ pub(super) struct Holding {
     pub(super) groups: u32,
     /// Bytes of the keys and values it holds.
     pub(super) bytes: usize,
+    /// Where its first record in the commit log begins, once it has one: the log keeps what
+    /// follows ([`crate::commitlog::CommitLog::hold_from`]).
+    pub(super) from: Option<u64>,
     /// The log position `meta` notes in it, if a group noted one.
     applied: Option<u64>,
+    /// Its groups' records in the commit log, at their positions.
+    bodies: Vec<(u64, Body)>,
 }
 
 /// What becomes of a group's transaction once the log holds it durably.
@@ -118,6 +127,8 @@ struct Tx {
     tombstone_floor: u64,
     /// What the transaction did, for the commit log (when there is one).
     log: Option<TxBuilder>,
+    /// Its record as appended to the commit log, kept for a group that may be held.
+    body: Option<Body>,
     /// Ids it inserted, updated or deleted, while a move copies the partition away.
     changed: Option<Vec<u32>>,
 }
@@ -146,6 +157,18 @@ pub(super) struct Prepared {
     pub(super) logged: Option<Logged>,
 }
 
+impl Prepared {
+    /// Bytes of the keys and values the group writes.
+    pub(super) fn bytes(&self) -> usize {
+        let op_bytes = |op: &Op| match op {
+            Op::Put { key, value, .. } => key.len() + value.len(),
+            Op::Delete { key, .. } => key.len(),
+            Op::Get { .. } => 0,
+        };
+        self.reqs.iter().flat_map(|r| &r.ops).map(|(op, _)| op_bytes(op)).sum()
+    }
+}
+
 impl PartitionWriter {
     /// Writer state for a partition just opened.
     pub fn new(partition: Arc<Partition>, start: WriterStart, hasher: KeyHasher) -> Self {
@@ -159,12 +182,30 @@ impl PartitionWriter {
             noted: (next_id, records),
             candidates: Vec::new(),
             holding: None,
+            unapplied: None,
         }
     }
 
     /// The transaction kept open with answered writes in it, if one is.
-    pub(super) fn holding(&self) -> Option<Holding> {
-        self.holding
+    pub(super) fn holding(&self) -> Option<&Holding> {
+        self.holding.as_ref()
+    }
+
+    /// Whether answered writes wait for a transaction to reach SQLite: one kept open, or one to
+    /// be applied again. The writer stays with its thread meanwhile.
+    pub(super) fn keeps(&self) -> bool {
+        self.holding.is_some() || self.unapplied.is_some()
+    }
+
+    /// Whether a transaction whose `COMMIT` failed for want of disk space waits to be applied
+    /// again.
+    pub(super) fn unapplied(&self) -> bool {
+        self.unapplied.is_some()
+    }
+
+    /// Where the first commit log record of the answered writes not in SQLite begins.
+    pub(super) fn kept_from(&self) -> Option<u64> {
+        self.holding.as_ref().or(self.unapplied.as_ref()).and_then(|h| h.from)
     }
 
     /// The partition this writer serves.
@@ -181,6 +222,10 @@ impl PartitionWriter {
             prepared.state = Err(err);
             return prepared;
         }
+        if let Err(err) = self.reapply() {
+            prepared.state = Err(err);
+            return prepared;
+        }
         let reqs = &prepared.reqs;
         let run = catch_unwind(AssertUnwindSafe(|| self.transact_repairing(reqs, tx_mode, log.is_some())));
         prepared.state = match run {
@@ -192,7 +237,7 @@ impl PartitionWriter {
             match self.log(tx, log) {
                 Ok(logged) => prepared.logged = logged,
                 Err((err, logged)) => {
-                    self.roll_back_group();
+                    self.roll_back_group(&err);
                     prepared.logged = logged;
                     prepared.state = Err(self.failed(err));
                 }
@@ -217,6 +262,7 @@ impl PartitionWriter {
         let Some(builder) = tx.log.take().filter(|b| !b.is_empty()) else { return Ok(None) };
         let body = builder.finish(self.partition.id, tx.next_id, tx.records);
         let (lsn, end) = log.append(&body).map_err(|e| (e, None))?;
+        tx.body = Some(body);
         tx.noted = self.note_due(tx);
         if tx.noted {
             sql::write_meta(&self.conn, tx.next_id, tx.records, Some(end)).map_err(|e| (e, Some((lsn, end))))?;
@@ -247,12 +293,12 @@ impl PartitionWriter {
     pub(super) fn complete(&mut self, prepared: Prepared, flushed: &Result<()>, writing: &Writing, end: End) {
         let (log, cache) = (writing.log.as_deref(), writing.cache.as_deref());
         let Prepared { mut reqs, started, state, logged } = prepared;
-        let held_applied = self.holding.and_then(|h| h.applied);
+        let held_applied = self.holding.as_ref().and_then(|h| h.applied);
         let outcome = match state {
             Err(err) => Err(err),
             Ok((results, tx)) => match flushed {
                 Err(err) if logged.is_some() => {
-                    self.roll_back_group();
+                    self.roll_back_group(err);
                     Err(self.failed(err.clone()))
                 }
                 _ => match catch_unwind(AssertUnwindSafe(|| self.end_group(&tx, end, cache))) {
@@ -274,7 +320,7 @@ impl PartitionWriter {
                 let noted = logged.filter(|_| tx.noted).map(|(_, end)| end);
                 self.publish(&tx, results.iter().map(Vec::len).sum());
                 match end {
-                    End::Keep => self.hold(held_writes(&mut reqs, &results), &tx, noted, cache),
+                    End::Keep => self.hold(held_writes(&mut reqs, &results), tx, logged, cache),
                     End::Commit => self.committed(noted.or(held_applied)),
                 }
                 for (req, result) in reqs.into_iter().zip(results) {
@@ -287,14 +333,32 @@ impl PartitionWriter {
 
     /// Holds a kept group's `writes` before they are answered; then the keys leave `cache` (a
     /// read that did not find them held noted the cache's generation before this, and caches
-    /// nothing). `noted`: the log position the group wrote to `meta`, if it did.
-    fn hold(&mut self, writes: Vec<(Vec<u8>, HeldRecord)>, tx: &Tx, noted: Option<u64>, cache: Option<&RecordCache>) {
+    /// nothing). `logged`: where the group's record is in the commit log, if it has one; `noted`:
+    /// the log position the group wrote to `meta`, if it did.
+    fn hold(
+        &mut self,
+        writes: Vec<(Vec<u8>, HeldRecord)>,
+        mut tx: Tx,
+        logged: Option<Logged>,
+        cache: Option<&RecordCache>,
+    ) {
         let bytes: usize = writes.iter().map(|(k, r)| k.len() + r.as_ref().map_or(0, |(_, _, v)| v.len())).sum();
-        let holding = match self.holding {
-            Some(h) => Holding { groups: h.groups + 1, bytes: h.bytes + bytes, applied: noted.or(h.applied), ..h },
-            None => Holding { began: Instant::now(), groups: 1, bytes, applied: noted },
-        };
-        self.holding = Some(holding);
+        let noted = logged.filter(|_| tx.noted).map(|(_, end)| end);
+        let holding = self.holding.get_or_insert_with(|| Holding {
+            began: Instant::now(),
+            groups: 0,
+            bytes: 0,
+            from: None,
+            applied: None,
+            bodies: Vec::new(),
+        });
+        holding.groups += 1;
+        holding.bytes += bytes;
+        holding.applied = noted.or(holding.applied);
+        if let (Some((lsn, _)), Some(body)) = (logged, tx.body.take()) {
+            holding.from = holding.from.or(Some(lsn));
+            holding.bodies.push((lsn, body));
+        }
         self.partition.held.add(writes);
         if let Some(cache) = cache {
             cache.commit_begins(self.partition.id, tx.overlay.keys());
@@ -343,41 +407,114 @@ impl PartitionWriter {
         committed
     }
 
-    /// A `COMMIT` failed with `err`: rolls back. If the transaction held answered writes, the
-    /// partition is poisoned whatever the error, and they stay held (the log has them).
+    /// A `COMMIT` failed with `err`: rolls back. If the transaction held answered writes, they
+    /// stay held ([`PartitionWriter::lose_holding`]).
     fn commit_failed(&mut self, err: Error) -> Error {
         sql::rollback(&self.conn);
-        match self.holding.take() {
-            Some(_) => {
-                self.partition.poison(format!("committing answered writes failed: {err}"));
+        match self.holding.is_some() {
+            true => {
+                self.lose_holding(&err);
                 err
             }
-            None => self.failed(err),
+            false => self.failed(err),
+        }
+    }
+
+    /// The transaction holding answered writes was rolled back by `err`. Their writes stay held
+    /// (readable). For want of disk space it is applied again, from the records it logged,
+    /// before anything else is done ([`PartitionWriter::reapply`]); after any other error the
+    /// partition is poisoned, and the commit log, which a poisoned partition keeps whole,
+    /// brings them into SQLite at the next start.
+    fn lose_holding(&mut self, err: &Error) {
+        let Some(holding) = self.holding.take() else { return };
+        match err {
+            Error::DiskFull(_) => self.unapplied = Some(holding),
+            _ => self.partition.poison(format!("the transaction holding answered writes was lost: {err}")),
+        }
+    }
+
+    /// Applies again, in one transaction, the groups whose `COMMIT` failed for want of disk
+    /// space, as replay would from the log; then they are committed like any kept transaction.
+    /// Fails with the error that stopped it (the groups stay to be applied again; poisoned
+    /// unless for want of disk space).
+    fn reapply(&mut self) -> Result<()> {
+        let Some(unapplied) = &self.unapplied else { return Ok(()) };
+        let mut bytes = Vec::new();
+        let mut txs = Vec::new();
+        for (lsn, body) in &unapplied.bodies {
+            bytes.clear();
+            body.write_at(*lsn, &mut bytes);
+            let (records, _) = read_records(&bytes, *lsn);
+            txs.extend(records.into_iter().filter_map(|r| match r {
+                LogRecord::Tx(tx) => Some(tx),
+                LogRecord::Cancel { .. } => None,
+            }));
+        }
+        let floor = self.partition.index.as_ref().map_or(0, |i| i.tombstone_floor());
+        match replay(&self.conn, &txs, 0, self.partition.mode, floor) {
+            Ok((applied, _)) => {
+                self.unapplied = None;
+                self.noted = (self.next_id, self.records);
+                self.committed(Some(applied));
+                self.partition.held.clear();
+                Ok(())
+            }
+            Err(err) => {
+                if !matches!(err, Error::DiskFull(_)) {
+                    self.partition.poison(format!("applying answered writes again failed: {err}"));
+                }
+                Err(err)
+            }
         }
     }
 
     /// Commits the transaction kept open, if one is: its held writes reach SQLite, and the
-    /// partition's files are told how far they apply the log. Then what follows a commit.
-    pub(super) fn settle(&mut self, writing: &Writing) {
-        let Some(holding) = self.holding else { return };
-        match catch_unwind(AssertUnwindSafe(|| self.commit(None))) {
-            Ok(Ok(())) => self.committed(holding.applied),
-            Ok(Err(err)) => {
-                self.commit_failed(err);
-            }
-            Err(panic) => {
-                self.panicked(&*panic);
+    /// partition's files are told how far they apply the log. Then what follows a commit. Fails
+    /// if the partition holds answered writes its files lack (its `COMMIT` failed, now or before:
+    /// it is poisoned), which is what a reader of its files must not miss.
+    pub(super) fn settle(&mut self, writing: &Writing) -> Result<()> {
+        self.commit_held()?;
+        self.after_commit(writing);
+        Ok(())
+    }
+
+    /// Commits the transaction kept open, if one is (without what follows a commit); fails as
+    /// [`PartitionWriter::settle`] says.
+    fn commit_held(&mut self) -> Result<()> {
+        self.reapply()?;
+        if let Some(applied) = self.holding.as_ref().map(|h| h.applied) {
+            match catch_unwind(AssertUnwindSafe(|| self.commit(None))) {
+                Ok(Ok(())) => self.committed(applied),
+                Ok(Err(err)) => {
+                    self.commit_failed(err);
+                }
+                Err(panic) => {
+                    self.panicked(&*panic);
+                }
             }
         }
-        self.after_commit(writing);
+        match self.partition.held.any() {
+            true => Err(self.partition.poison_error().unwrap_or(Error::Closed)),
+            false => Ok(()),
+        }
     }
 
     /// Rolls back what the group under way did: to its savepoint inside a kept transaction,
-    /// else the whole transaction.
-    fn roll_back_group(&self) {
-        match self.holding {
-            Some(_) => sql::rollback_savepoint(&self.conn),
-            None => sql::rollback(&self.conn),
+    /// else the whole transaction. If SQLite rolled the kept transaction back whole (some errors
+    /// do), or its savepoint cannot be undone, the answered writes it held are lost to SQLite:
+    /// the partition is poisoned and they stay held.
+    /// `err`: what failed the group.
+    fn roll_back_group(&mut self, err: &Error) {
+        if self.holding.is_none() {
+            return sql::rollback(&self.conn);
+        }
+        match sql::rollback_savepoint(&self.conn) {
+            Err(undo) => {
+                sql::rollback(&self.conn);
+                self.lose_holding(&undo);
+            }
+            Ok(()) if self.conn.is_autocommit() => self.lose_holding(err),
+            Ok(()) => {}
         }
     }
 
@@ -418,6 +555,8 @@ impl PartitionWriter {
                     partition = self.partition.id, path = %path.display(), %what,
                     "index damaged; rebuilding"
                 );
+                // The rebuild reads committed rows only.
+                self.commit_held()?;
                 self.rebuild()?;
                 self.transact(reqs, tx_mode, logging)
             }
@@ -442,6 +581,7 @@ impl PartitionWriter {
             removed: Vec::new(),
             tombstone_floor: self.partition.index.as_ref().map_or(0, |i| i.tombstone_floor()),
             log: logging.then(TxBuilder::default),
+            body: None,
             changed: self.partition.departure.tracking().then(Vec::new),
         };
         match self.holding {
@@ -466,7 +606,7 @@ impl PartitionWriter {
         match run {
             Ok(results) => Ok((results, tx)),
             Err(err) => {
-                self.roll_back_group();
+                self.roll_back_group(&err);
                 Err(err)
             }
         }

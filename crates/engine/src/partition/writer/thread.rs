@@ -41,6 +41,10 @@ use crate::{
 /// How long a thread with transactions kept open waits for a job before it commits them.
 const SETTLE_IDLE: Duration = Duration::from_millis(2);
 
+/// How long a thread whose answered writes wait to be applied again (their `COMMIT` failed for
+/// want of disk space) waits for a job before it tries again.
+const RETRY_UNAPPLIED: Duration = Duration::from_secs(1);
+
 /// How long a transaction is kept open at most, whatever its groups. At 256 partitions and
 /// 25,000 writes a second, eight groups of a partition come within about 80 ms.
 const HOLD_AT_MOST: Duration = Duration::from_millis(100);
@@ -88,10 +92,15 @@ impl WriterThread {
     }
 
     /// The next job, waiting as long as it takes; with transactions kept open, they are
-    /// committed first if none comes within [`SETTLE_IDLE`]. `None` once every sender is gone.
+    /// committed first if none comes within [`SETTLE_IDLE`] ([`RETRY_UNAPPLIED`] if one waits to
+    /// be applied again). `None` once every sender is gone.
     fn next_job(&mut self) -> Option<Job> {
-        if self.out.iter().any(|w| w.holding().is_some()) {
-            match self.jobs.recv_timeout(SETTLE_IDLE) {
+        while self.out.iter().any(|w| w.keeps()) {
+            let wait = match self.out.iter().any(|w| w.unapplied()) {
+                true => RETRY_UNAPPLIED,
+                false => SETTLE_IDLE,
+            };
+            match self.jobs.recv_timeout(wait) {
                 Ok(job) => return Some(job),
                 Err(RecvTimeoutError::Timeout) => self.settle_all(),
                 Err(RecvTimeoutError::Disconnected) => return None,
@@ -100,16 +109,16 @@ impl WriterThread {
         self.jobs.recv().ok()
     }
 
-    /// Commits every transaction kept open, puts their writers back and releases the log.
+    /// Commits every transaction kept open and puts their writers back, releasing the log as
+    /// far as nothing answered waits for SQLite ([`PartitionWriter::settle`] says what a failed
+    /// `COMMIT` leaves).
     fn settle_all(&mut self) {
         let writing = Arc::clone(&self.writing);
         for writer in &mut self.out {
-            writer.settle(&writing);
+            let _ = writer.settle(&writing);
         }
         self.put_back();
-        if let Some(log) = &writing.log {
-            log.release(self.number);
-        }
+        self.hold_log(true);
     }
 
     /// The first job and whatever else is already waiting (or arrives within the linger).
@@ -141,11 +150,11 @@ impl WriterThread {
         &mut self.out[at]
     }
 
-    /// Puts back the writers checked out, but those keeping a transaction open.
+    /// Puts back the writers checked out, but those whose answered writes are not in SQLite yet.
     fn put_back(&mut self) {
         let mut at = 0;
         while at < self.out.len() {
-            if self.out[at].holding().is_some() {
+            if self.out[at].keeps() {
                 at += 1;
                 continue;
             }
@@ -158,13 +167,16 @@ impl WriterThread {
     /// How a partition's group ends: its transaction kept open while the log makes it durable,
     /// the partition can be read by key and no move copies it away, for `hold_groups` groups,
     /// [`HOLD_AT_MOST`] and [`HOLD_BYTES`] at most.
-    fn end_of(writer: &PartitionWriter, writing: &Writing) -> End {
+    /// `bytes`: the group's keys and values.
+    fn end_of(writer: &PartitionWriter, bytes: usize, writing: &Writing) -> End {
         let partition = &writer.partition;
         let may_keep = writing.log.is_some() && partition.mode != IndexMode::None && !partition.departure.tracking();
         let room = match writer.holding() {
-            None => writing.config.hold_groups > 1,
+            None => writing.config.hold_groups > 1 && bytes <= HOLD_BYTES,
             Some(h) => {
-                h.groups + 1 < writing.config.hold_groups && h.bytes < HOLD_BYTES && h.began.elapsed() < HOLD_AT_MOST
+                h.groups + 1 < writing.config.hold_groups
+                    && h.bytes + bytes <= HOLD_BYTES
+                    && h.began.elapsed() < HOLD_AT_MOST
             }
         };
         match may_keep && room {
@@ -178,8 +190,19 @@ impl WriterThread {
         let writing = Arc::clone(&self.writing);
         for writer in &mut self.out {
             if writer.holding().is_some_and(|h| h.began.elapsed() >= HOLD_AT_MOST) {
-                writer.settle(&writing);
+                let _ = writer.settle(&writing);
             }
+        }
+    }
+
+    /// Holds the commit log for this round: from its end now, or from the first record of the
+    /// oldest transaction kept open; with none kept and `round_over`, releases it.
+    fn hold_log(&self, round_over: bool) {
+        let Some(log) = &self.writing.log else { return };
+        match self.out.iter().filter_map(|w| w.kept_from()).min() {
+            Some(from) => log.hold_from(self.number, from),
+            None if round_over => log.release(self.number),
+            None => log.hold(self.number),
         }
     }
 
@@ -194,10 +217,7 @@ impl WriterThread {
     fn commit_round(&mut self, groups: Vec<(u32, Vec<WriteRequest>)>) {
         let writing = Arc::clone(&self.writing);
         let (tx_mode, log) = (writing.config.transaction, writing.log.as_deref());
-        let keeping = self.out.iter().any(|w| w.holding().is_some());
-        if let (Some(log), false) = (log, keeping) {
-            log.hold(self.number);
-        }
+        self.hold_log(false);
         // Every index page the round needs is asked for at once, so that on cold data the
         // device reads them side by side while the first transactions run.
         for (partition, reqs) in &groups {
@@ -214,16 +234,14 @@ impl WriterThread {
         };
         for (partition, group) in prepared {
             let writer = self.writer(partition);
-            let end = Self::end_of(writer, &writing);
+            let end = Self::end_of(writer, group.bytes(), &writing);
             writer.complete(group, &flushed, &writing, end);
             if writer.holding().is_none() {
                 writer.after_commit(&writing);
             }
         }
         self.settle_due();
-        if let (Some(log), false) = (log, self.out.iter().any(|w| w.holding().is_some())) {
-            log.release(self.number);
-        }
+        self.hold_log(true);
     }
 
     /// Has the lookup threads read, side by side, the records that a partition's transaction of
@@ -239,16 +257,17 @@ impl WriterThread {
         }
     }
 
-    /// Runs a control job, the partition's transaction kept open committed first.
+    /// Runs a control job, the partition's transaction kept open committed first; refused if the
+    /// partition's files lack writes it answered (a failed `COMMIT` poisoned it).
     fn control(&mut self, job: Job) {
         let writing = Arc::clone(&self.writing);
-        if let Some(writer) = self.out.iter_mut().find(|w| w.partition.id == job.partition()) {
-            writer.settle(&writing);
+        if let Err(err) = self.writer(job.partition()).settle(&writing) {
+            return job.refuse(&err);
         }
         match job {
             Job::Write(_) => unreachable!("writes are grouped, not controlled"),
             Job::Settle { reply, .. } => {
-                let _ = reply.send(());
+                let _ = reply.send(Ok(()));
             }
             Job::ClearTombstones { partition, max_seq } => {
                 if let Err(err) = sql::clear_tombstones(&self.writer(partition).conn, max_seq) {
@@ -283,7 +302,7 @@ impl WriterThread {
             }
             Job::Track { partition, reply } => {
                 self.writer(partition).partition.departure.track();
-                let _ = reply.send(());
+                let _ = reply.send(Ok(()));
             }
             Job::Replicated { partition, txs, reply } => {
                 let writing = Arc::clone(&self.writing);
@@ -307,6 +326,10 @@ impl WriterThread {
     /// Copies every partition's WAL into its database and empties it, before the close.
     fn checkpoint_all(mut self) -> Vec<PartitionWriter> {
         self.settle_all();
+        for writer in self.out.iter().filter(|w| w.unapplied()) {
+            // Its answered writes are in the commit log only: the close must keep the log.
+            writer.partition.poison("closing with answered writes not applied for want of disk space".into());
+        }
         for p in self.owned.clone() {
             self.writer(p);
         }
