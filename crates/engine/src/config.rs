@@ -203,11 +203,13 @@ pub struct Config {
     /// Largest value, bytes.
     #[cfg_attr(feature = "cli", arg(long))]
     pub max_value: usize,
-    /// Group-commit writer threads.
-    // Partition `p` belongs to thread `p % writer_threads`. Each commit with `synchronous =
-    // full` waits for an fsync, and fsyncs of different files overlap well (measured: 16
-    // threads commit 5x more than 1 with 64 callers on 16 partitions), so this is more threads
-    // than cores on purpose.
+    /// Group-commit writer threads; 0: sized from the CPUs ([`Config::writers`]).
+    // Partition `p` belongs to thread `p % writer_threads`. With the commit log the threads share
+    // one flush, and past one a CPU they only wait and wake: on 2 CPUs, 16 of them cost a durable
+    // insert 30% more CPU than 2 (docs/decisions/group-commit.md). Without it each commit with
+    // `synchronous = full` waits for an fsync of its own, and fsyncs of different files overlap
+    // well (measured: 16 threads commit 5x more than 1 with 64 callers on 16 partitions), so
+    // then there are more threads than cores on purpose.
     #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub writer_threads: usize,
     /// With the commit log: a single write runs on its caller's thread, not its writer
@@ -289,6 +291,9 @@ pub struct Config {
     pub accept_wal_loss: bool,
 }
 
+/// Writer threads without the commit log, where each `full` commit waits for its own fsync.
+pub const WRITERS_FOR_FSYNCS: usize = 16;
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -302,7 +307,7 @@ impl Default for Config {
             cache_size_kib: 2048,
             transaction: TxMode::Immediate,
             max_value: 1 << 20,
-            writer_threads: 16,
+            writer_threads: 0,
             inline_writes_below: 32,
             queue_capacity: 4096,
             max_batch: 1024,
@@ -335,6 +340,16 @@ impl Config {
         self.commit_log && self.synchronous == Synchronous::Full && self.journal == JournalMode::Wal
     }
 
+    /// The writer threads to start: `writer_threads`, or if 0, one a CPU the process may use
+    /// when the commit log makes commits durable, else [`WRITERS_FOR_FSYNCS`].
+    pub fn writers(&self) -> usize {
+        match self.writer_threads {
+            0 if self.uses_commit_log() => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            0 => WRITERS_FOR_FSYNCS,
+            n => n,
+        }
+    }
+
     /// The linger as a duration.
     pub fn max_linger(&self) -> Duration {
         Duration::from_micros(self.max_linger_us)
@@ -350,7 +365,6 @@ impl Config {
             return bad(format!("max_value must be at most {} bytes", crate::MAX_VALUE_LIMIT));
         }
         for (name, v) in [
-            ("writer_threads", self.writer_threads),
             ("queue_capacity", self.queue_capacity),
             ("max_batch", self.max_batch),
             ("readers_per_partition", self.readers_per_partition),

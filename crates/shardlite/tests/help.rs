@@ -44,7 +44,7 @@ fn every_command_has_an_example_and_serve_hides_what_users_need_not_see() {
     }
     assert!(serve.contains("--data") && serve.contains("--synchronous") && serve.contains("docs/operations.md"));
     // Hidden, not gone: the flag is still taken (here refused for its value, not as unknown).
-    let out = Command::new(EXE).args(["serve", "--writer-threads", "0", "--data", "/nonexistent/x"]).output().unwrap();
+    let out = Command::new(EXE).args(["serve", "--max-batch", "0", "--data", "/nonexistent/x"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && !stderr.contains("unexpected argument"), "{stderr}");
 }

@@ -45,7 +45,7 @@ impl Store {
         refuse_unready(&layout, &config)?;
         // Before any file is opened: each connection's cache and the file descriptors depend on it.
         let (config, memory) = sized(&layout, config, manifest.partitions)?;
-        let threads = config.writer_threads.min(manifest.partitions as usize);
+        let threads = config.writers().min(manifest.partitions as usize);
         let Opened { lock, parts, log } = open_partitions(&layout, &config, &mut manifest, threads)?;
         let positions = replication::positions::take(&layout.replication_positions())?;
         let log = log.map(Arc::new);
