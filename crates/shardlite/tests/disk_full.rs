@@ -41,6 +41,13 @@ impl Drop for Tmpfs {
     }
 }
 
+/// `shardlite check` of the stopped server's `data` passes.
+fn check_passes(data: &Path) {
+    let report = check(data);
+    let output = format!("{}{}", String::from_utf8_lossy(&report.stdout), String::from_utf8_lossy(&report.stderr));
+    assert!(report.status.success(), "{output}");
+}
+
 #[tokio::test]
 async fn a_full_disk_answers_507_keeps_data_and_recovers_when_space_is_freed() {
     let Some(fs) = Tmpfs::mount("10m") else {
@@ -88,9 +95,7 @@ async fn a_full_disk_answers_507_keeps_data_and_recovers_when_space_is_freed() {
         assert_eq!(resp.status(), StatusCode::CREATED, "after freeing space: {}", resp.text().await.unwrap());
     }
     assert!(server.stop().success());
-    let report = check(&data);
-    let output = format!("{}{}", String::from_utf8_lossy(&report.stdout), String::from_utf8_lossy(&report.stderr));
-    assert!(report.status.success(), "{output}");
+    check_passes(&data);
 }
 
 /// Fills the file system under `path` with `filler` up to `room` bytes short of full.
@@ -163,9 +168,7 @@ async fn a_full_disk_under_concurrent_held_writes_answers_507_and_loses_nothing(
     }
     let server = Arc::into_inner(server).expect("every task ended");
     assert!(server.stop().success());
-    let report = check(&data);
-    let output = format!("{}{}", String::from_utf8_lossy(&report.stdout), String::from_utf8_lossy(&report.stderr));
-    assert!(report.status.success(), "{output}");
+    check_passes(&data);
 
     // Each acknowledged write is in the partitions' files after the orderly stop.
     let server = Server::start(&data, &args).await;

@@ -157,6 +157,11 @@ impl Body {
         RECORD_HEADER + self.bytes.len()
     }
 
+    /// The record as read back from the log at `lsn`.
+    pub fn decode_at(&self, lsn: u64) -> Option<Record> {
+        decode_body(&self.bytes, lsn, self.record_len())
+    }
+
     /// Appends the whole record, at log position `lsn`, to `out`. The record's length must fit
     /// a u32 (the caller checks [`Body::record_len`]).
     pub fn write_at(&self, lsn: u64, out: &mut Vec<u8>) {

@@ -54,12 +54,6 @@ impl Held {
         }
     }
 
-    /// Calls `f` with the held keys (under the lock: keep it short).
-    pub fn with_keys<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &Vec<u8>>) -> R) -> R {
-        let records = self.lock();
-        f(&mut records.keys())
-    }
-
     /// Forgets every held write: they are committed.
     pub fn clear(&self) {
         let mut records = self.lock();
@@ -85,7 +79,6 @@ mod tests {
         assert_eq!(held.get(b"a"), Some(Some((1, 2, b"y".to_vec()))));
         assert_eq!(held.get(b"b"), Some(None), "a held delete reads as deleted");
         assert_eq!(held.get(b"c"), None);
-        assert_eq!(held.with_keys(|keys| keys.count()), 2);
         held.clear();
         assert!(!held.any());
         assert_eq!(held.get(b"a"), None);

@@ -85,9 +85,7 @@ impl Job {
             | Job::Replicated { partition, .. } => *partition,
         }
     }
-}
 
-impl Job {
     /// Answers the job with `err` instead of running it: a freeze as nothing frozen, tombstones
     /// left for the next merge.
     pub fn refuse(self, err: &Error) {

@@ -23,7 +23,7 @@ use super::{Maintenance, WriteRequest, Writing};
 use crate::{
     cache::RecordCache,
     checkpointer::{self, Checkpoints},
-    commitlog::{format::read_records, format::Record as LogRecord, Body, CommitLog, TxBuilder},
+    commitlog::{format::Record as LogRecord, Body, CommitLog, TxBuilder},
     config::{IndexMode, TxMode},
     index::entry,
     keyhash::KeyHasher,
@@ -437,19 +437,17 @@ impl PartitionWriter {
     /// space, as replay would from the log; then they are committed like any kept transaction.
     /// Fails with the error that stopped it (the groups stay to be applied again; poisoned
     /// unless for want of disk space).
-    fn reapply(&mut self) -> Result<()> {
-        let Some(unapplied) = &self.unapplied else { return Ok(()) };
-        let mut bytes = Vec::new();
-        let mut txs = Vec::new();
-        for (lsn, body) in &unapplied.bodies {
-            bytes.clear();
-            body.write_at(*lsn, &mut bytes);
-            let (records, _) = read_records(&bytes, *lsn);
-            txs.extend(records.into_iter().filter_map(|r| match r {
-                LogRecord::Tx(tx) => Some(tx),
-                LogRecord::Cancel { .. } => None,
-            }));
-        }
+    /// Whether it applied any.
+    fn reapply(&mut self) -> Result<bool> {
+        let Some(unapplied) = &self.unapplied else { return Ok(false) };
+        let txs: Vec<_> = unapplied
+            .bodies
+            .iter()
+            .filter_map(|(lsn, body)| match body.decode_at(*lsn) {
+                Some(LogRecord::Tx(tx)) => Some(tx),
+                _ => None,
+            })
+            .collect();
         let floor = self.partition.index.as_ref().map_or(0, |i| i.tombstone_floor());
         match replay(&self.conn, &txs, 0, self.partition.mode, floor) {
             Ok((applied, _)) => {
@@ -457,7 +455,7 @@ impl PartitionWriter {
                 self.noted = (self.next_id, self.records);
                 self.committed(Some(applied));
                 self.partition.held.clear();
-                Ok(())
+                Ok(true)
             }
             Err(err) => {
                 if !matches!(err, Error::DiskFull(_)) {
@@ -473,18 +471,22 @@ impl PartitionWriter {
     /// if the partition holds answered writes its files lack (its `COMMIT` failed, now or before:
     /// it is poisoned), which is what a reader of its files must not miss.
     pub(super) fn settle(&mut self, writing: &Writing) -> Result<()> {
-        self.commit_held()?;
-        self.after_commit(writing);
+        if self.commit_held()? {
+            self.after_commit(writing);
+        }
         Ok(())
     }
 
-    /// Commits the transaction kept open, if one is (without what follows a commit); fails as
-    /// [`PartitionWriter::settle`] says.
-    fn commit_held(&mut self) -> Result<()> {
-        self.reapply()?;
+    /// Commits the transaction kept open, if one is (without what follows a commit); whether it
+    /// committed anything. Fails as [`PartitionWriter::settle`] says.
+    fn commit_held(&mut self) -> Result<bool> {
+        let mut committed = self.reapply()?;
         if let Some(applied) = self.holding.as_ref().map(|h| h.applied) {
             match catch_unwind(AssertUnwindSafe(|| self.commit(None))) {
-                Ok(Ok(())) => self.committed(applied),
+                Ok(Ok(())) => {
+                    self.committed(applied);
+                    committed = true;
+                }
                 Ok(Err(err)) => {
                     self.commit_failed(err);
                 }
@@ -495,7 +497,7 @@ impl PartitionWriter {
         }
         match self.partition.held.any() {
             true => Err(self.partition.poison_error().unwrap_or(Error::Closed)),
-            false => Ok(()),
+            false => Ok(committed),
         }
     }
 
