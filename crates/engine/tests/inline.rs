@@ -22,8 +22,10 @@ const KEYS: u32 = 4;
 const TASKS: u32 = 12;
 const INCREMENTS: u32 = 100;
 
+/// Held writes off (`hold_groups` 1): a writer keeping a transaction open stays with its thread,
+/// so under these racing writes none would run inline.
 fn config(inline_writes_below: usize) -> Config {
-    Config { synchronous: Synchronous::Full, inline_writes_below, ..common::small_config() }
+    Config { synchronous: Synchronous::Full, inline_writes_below, hold_groups: 1, ..common::small_config() }
 }
 
 /// Adds one to `key`'s counter by compare-and-set, retrying when another write came between.
