@@ -1,9 +1,11 @@
 //! Held writes (`partition::held`): with the commit log, a partition's writer may answer a group
 //! of writes once the log holds it and keep its SQLite transaction open for the next groups.
 //! Such a write is read back by key at once (the record cache forgetting the value it had), is
-//! in a scan, and a close commits it; and the commit log still drops segments while writes never
-//! stop (transactions kept open one after another). That held writes survive a crash before their `COMMIT` is
-//! the crash test's (`crash.rs`: its writes go through the writer threads).
+//! in a scan, and a close commits it; a read after a write's answer never finds an older
+//! version, and racing compare-and-set writes lose no update; and the commit log still drops
+//! segments while writes never stop (transactions kept open one after another). That held
+//! writes survive a crash before their `COMMIT` is the crash test's (`crash.rs`: its writes go
+//! through the writer threads).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -16,7 +18,10 @@ use std::{
     time::Duration,
 };
 
-use common::{key, value};
+use common::{
+    increments::{self, INCREMENTS, KEYS, TASKS},
+    key, value,
+};
 use shardlite_engine::{Condition, Config, Store, Synchronous};
 
 /// Durable through the commit log; every write through the writer thread (none inline), many
@@ -112,4 +117,53 @@ fn the_commit_log_drops_segments_while_writes_never_stop() {
         writer.join().unwrap();
     }
     assert!(dropped >= 4, "64 MiB appended, {dropped} of its 1 MiB segments dropped: {:?}", log());
+}
+
+#[test]
+fn a_read_after_an_answer_never_finds_an_older_version() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two groups to a transaction: every held group is followed by one that commits them both.
+    let config = Config { hold_groups: 2, ..config() };
+    let store = Arc::new(Store::create(dir.path(), common::partitions(1), config).unwrap());
+    let k = key(0);
+    store.put(&k, value(0, 0), Condition::Absent).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Readers that keep reading the key: one of them reading while a commit ends could cache
+    // the value the key had before it.
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, stop, k) = (Arc::clone(&store), Arc::clone(&stop), k.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    store.get(&k).unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut stale = None;
+    for i in 1..=2_000 {
+        let written = store.put(&k, value(0, i), Condition::None).unwrap();
+        let read = store.get(&k).unwrap().unwrap().version;
+        if read.counter < written.version.counter {
+            stale = Some((written.version, read));
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    assert_eq!(stale, None, "a read after a write's answer found an older version (written, read)");
+}
+
+#[test]
+fn racing_compare_and_set_writes_through_held_transactions_lose_no_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { hold_groups: 8, ..config() };
+    let store = Arc::new(Store::create(dir.path(), common::partitions(2), config).unwrap());
+    increments::create(&store);
+    let counters = increments::race(&store);
+    assert_eq!(counters, u64::from(KEYS + TASKS * INCREMENTS), "every increment counted once");
+    let checks = store.check().unwrap();
+    assert!(checks.iter().all(|c| c.is_ok()), "{checks:?}");
 }

@@ -15,12 +15,11 @@ use std::{
     task::{Context, Waker},
 };
 
-use common::{key, value};
-use shardlite_engine::{Condition, Config, Error, Op, Outcome, Store, Synchronous};
-
-const KEYS: u32 = 4;
-const TASKS: u32 = 12;
-const INCREMENTS: u32 = 100;
+use common::{
+    increments::{self, INCREMENTS, KEYS, TASKS},
+    key, value,
+};
+use shardlite_engine::{Condition, Config, Op, Outcome, Store, Synchronous};
 
 /// Held writes off (`hold_groups` 1): a writer keeping a transaction open stays with its thread,
 /// so under these racing writes none would run inline.
@@ -28,45 +27,14 @@ fn config(inline_writes_below: usize) -> Config {
     Config { synchronous: Synchronous::Full, inline_writes_below, hold_groups: 1, ..common::small_config() }
 }
 
-/// Adds one to `key`'s counter by compare-and-set, retrying when another write came between.
-async fn increment(store: &Store, key: &[u8], i: u32) {
-    loop {
-        let version = store.get(key).unwrap().expect("created first").version;
-        let put = Op::Put { key: key.to_vec(), value: value(i, 0), condition: Condition::Version(version) };
-        match store.write(put).await {
-            Ok(_) => return,
-            Err(Error::ConditionFailed { .. }) => continue,
-            Err(err) => panic!("increment failed: {err}"),
-        }
-    }
-}
-
 #[test]
 fn inline_and_queued_compare_and_set_writes_lose_no_update() {
     let dir = tempfile::tempdir().unwrap();
     // Half the tasks' writes are under way at once: some run inline, the rest queue.
     let store = Arc::new(Store::create(dir.path(), common::partitions(2), config(TASKS as usize / 2)).unwrap());
-    for k in 0..KEYS {
-        store.put(&key(k), value(k, 0), Condition::Absent).unwrap();
-    }
+    increments::create(&store);
     let before = store.stats().writers;
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
-    runtime.block_on(async {
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|t| {
-                let store = Arc::clone(&store);
-                tokio::spawn(async move {
-                    for i in 0..INCREMENTS {
-                        increment(&store, &key((t + i) % KEYS), i).await;
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.unwrap();
-        }
-    });
-    let counters: u64 = (0..KEYS).map(|k| store.get(&key(k)).unwrap().unwrap().version.counter).sum();
+    let counters = increments::race(&store);
     assert_eq!(counters, u64::from(KEYS + TASKS * INCREMENTS), "every increment counted once");
     let after = store.stats().writers;
     let (commits, inline) = (after.commits - before.commits, after.inline_commits - before.inline_commits);

@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 pub mod conditions;
+pub mod increments;
 
 use shardlite_engine::{Config, CreateOptions, IndexMode, Record, Synchronous};
 

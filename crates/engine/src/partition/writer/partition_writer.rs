@@ -393,16 +393,17 @@ impl PartitionWriter {
         }
     }
 
-    /// `COMMIT`s the open transaction, then lets `cache` take records in again and forgets the
-    /// held writes it committed (a read finds them in SQLite from now on; the cache may hold
-    /// them as they were held, which is as they are).
+    /// `COMMIT`s the open transaction, forgets the held writes it committed (a read finds them
+    /// in SQLite from now on), then lets `cache` take records in again. In that order: the
+    /// group committing may have written a held key again, and a read that found the key's
+    /// held value after the `COMMIT` must not cache it.
     fn commit(&mut self, cache: Option<&RecordCache>) -> Result<()> {
         let committed = sql::commit(&self.conn);
-        if let Some(cache) = cache {
-            cache.commit_ended(self.partition.id);
-        }
         if committed.is_ok() && self.holding.take().is_some() {
             self.partition.held.clear();
+        }
+        if let Some(cache) = cache {
+            cache.commit_ended(self.partition.id);
         }
         committed
     }
