@@ -86,10 +86,6 @@ pub fn open_writer(path: &std::path::Path, config: &Config, index: IndexMode) ->
     conn.pragma_update(None, "wal_autocheckpoint", config.checkpoint_pages)?;
     let limit = i64::from(config.checkpoint_pages) * i64::from(config.page_size);
     conn.pragma_update(None, "journal_size_limit", limit)?;
-    // The savepoint journal of a group in a transaction kept open, in small pieces of memory:
-    // spilling it to a file takes a 64 KiB piece, which malloc handed back to the system at
-    // every release (`madvise`, 4.5% of a durable insert's CPU, measured with `perf`).
-    conn.pragma_update(None, "temp_store", "MEMORY")?;
     create_schema(&conn, index)?;
     Ok(conn)
 }
@@ -236,28 +232,6 @@ pub fn page_size(conn: &Connection) -> Result<u64> {
 /// Commits the writer's transaction.
 pub fn commit(conn: &Connection) -> Result<()> {
     conn.prepare_cached("COMMIT")?.execute([])?;
-    Ok(())
-}
-
-/// Opens the savepoint a group of writes runs under inside a transaction kept open.
-pub fn savepoint(conn: &Connection) -> Result<()> {
-    conn.prepare_cached("SAVEPOINT grp")?.execute([])?;
-    Ok(())
-}
-
-/// Ends the group's savepoint, keeping what it did in the transaction.
-pub fn release_savepoint(conn: &Connection) -> Result<()> {
-    conn.prepare_cached("RELEASE grp")?.execute([])?;
-    Ok(())
-}
-
-/// Undoes what the group did under its savepoint and ends it; the transaction stays open if
-/// SQLite has not rolled it back whole (some errors do: a full disk, I/O).
-pub fn rollback_savepoint(conn: &Connection) -> Result<()> {
-    if !conn.is_autocommit() {
-        conn.prepare_cached("ROLLBACK TO grp")?.execute([])?;
-        release_savepoint(conn)?;
-    }
     Ok(())
 }
 
@@ -478,13 +452,8 @@ pub fn scan_records(
 }
 
 /// Rewrites the database without free space (`VACUUM`; ids are kept: `crate::partition::compact`).
-/// Its copy of the database goes to a temporary file, not to the memory the writer's other
-/// temporary data uses.
 pub fn vacuum(conn: &Connection) -> Result<()> {
-    conn.pragma_update(None, "temp_store", "FILE")?;
-    let vacuumed = conn.execute_batch("VACUUM");
-    conn.pragma_update(None, "temp_store", "MEMORY")?;
-    vacuumed?;
+    conn.execute_batch("VACUUM")?;
     Ok(())
 }
 

@@ -5,8 +5,9 @@
 //!
 //! With the commit log, a group's transaction may instead be kept open once the log holds it
 //! durably: its writes are answered and held ([`crate::partition::held`]), and the next groups
-//! run inside it, each under a savepoint of its own, until one `COMMIT` ends them all (the group
-//! that is not kept, or [`PartitionWriter::settle`]).
+//! run inside it until one `COMMIT` ends them all (the group that is not kept, or
+//! [`PartitionWriter::settle`]). A group that fails there rolls the whole transaction back, and
+//! the answered groups are applied again from their commit log records before anything else.
 //!
 //! [`Held`]: crate::partition::held::Held
 
@@ -80,13 +81,13 @@ pub struct PartitionWriter {
     candidates: Vec<u32>,
     /// The transaction kept open with answered writes in it, if one is.
     holding: Option<Holding>,
-    /// A kept transaction whose `COMMIT` failed for want of disk space: its writes stay held, and
-    /// it is applied again before anything else is done.
+    /// A kept transaction rolled back after its groups were answered (a later group failed, or
+    /// its `COMMIT`): its writes stay held, and it is applied again before anything else is done.
     unapplied: Option<Holding>,
 }
 
 /// A transaction kept open after its writes were answered (they are held: [`Held`]); or one
-/// whose `COMMIT` failed for want of disk space, to be applied again ([`PartitionWriter::reapply`]).
+/// rolled back since, to be applied again ([`PartitionWriter::reapply`]).
 #[derive(Debug)]
 pub(super) struct Holding {
     /// When its first group was answered.
@@ -237,7 +238,7 @@ impl PartitionWriter {
             match self.log(tx, log) {
                 Ok(logged) => prepared.logged = logged,
                 Err((err, logged)) => {
-                    self.roll_back_group(&err);
+                    self.roll_back_group();
                     prepared.logged = logged;
                     prepared.state = Err(self.failed(err));
                 }
@@ -286,10 +287,9 @@ impl PartitionWriter {
     /// and every request answered the error. The commit is counted in `metrics` before anyone
     /// is answered; `cache` learns of it as [`RecordCache`] requires.
     ///
-    /// `end` says whether the transaction commits now or is kept open with its writes held
-    /// (then it runs on under a savepoint of its group's). A kept transaction's earlier groups
-    /// were answered: if the `COMMIT` fails, the partition is poisoned and their writes stay
-    /// held until the process ends (the commit log holds them for the next start).
+    /// `end` says whether the transaction commits now or is kept open with its writes held. A
+    /// kept transaction's earlier groups were answered: if it fails, their writes stay held and
+    /// are applied again ([`PartitionWriter::lose_holding`]).
     pub(super) fn complete(&mut self, prepared: Prepared, flushed: &Result<()>, writing: &Writing, end: End) {
         let (log, cache) = (writing.log.as_deref(), writing.cache.as_deref());
         let Prepared { mut reqs, started, state, logged } = prepared;
@@ -298,7 +298,7 @@ impl PartitionWriter {
             Err(err) => Err(err),
             Ok((results, tx)) => match flushed {
                 Err(err) if logged.is_some() => {
-                    self.roll_back_group(err);
+                    self.roll_back_group();
                     Err(self.failed(err.clone()))
                 }
                 _ => match catch_unwind(AssertUnwindSafe(|| self.end_group(&tx, end, cache))) {
@@ -379,9 +379,6 @@ impl PartitionWriter {
     /// Ends a group's part of the transaction as `end` says: `COMMIT`s it (the keys it wrote
     /// leaving `cache` just before), or keeps it open (they leave `cache` once held).
     fn end_group(&mut self, tx: &Tx, end: End, cache: Option<&RecordCache>) -> Result<()> {
-        if self.holding.is_some() {
-            sql::release_savepoint(&self.conn)?;
-        }
         match end {
             End::Keep => Ok(()),
             End::Commit => {
@@ -408,39 +405,33 @@ impl PartitionWriter {
         committed
     }
 
-    /// A `COMMIT` failed with `err`: rolls back. If the transaction held answered writes, they
-    /// stay held ([`PartitionWriter::lose_holding`]).
+    /// A `COMMIT` failed with `err`: rolls back; answered writes the transaction held stay
+    /// held ([`PartitionWriter::lose_holding`]).
     fn commit_failed(&mut self, err: Error) -> Error {
-        sql::rollback(&self.conn);
-        match self.holding.is_some() {
-            true => {
-                self.lose_holding(&err);
-                err
-            }
-            false => self.failed(err),
+        self.roll_back_group();
+        self.failed(err)
+    }
+
+    /// The transaction holding answered writes was rolled back. Their writes stay held
+    /// (readable), and are applied again, from the records they logged, before anything else is
+    /// done ([`PartitionWriter::reapply`]).
+    fn lose_holding(&mut self) {
+        if let Some(holding) = self.holding.take() {
+            self.unapplied = Some(holding);
         }
     }
 
-    /// The transaction holding answered writes was rolled back by `err`. Their writes stay held
-    /// (readable). For want of disk space it is applied again, from the records it logged,
-    /// before anything else is done ([`PartitionWriter::reapply`]); after any other error the
-    /// partition is poisoned, and the commit log, which a poisoned partition keeps whole,
-    /// brings them into SQLite at the next start.
-    fn lose_holding(&mut self, err: &Error) {
-        let Some(holding) = self.holding.take() else { return };
-        match err {
-            Error::DiskFull(_) => self.unapplied = Some(holding),
-            _ => self.partition.poison(format!("the transaction holding answered writes was lost: {err}")),
-        }
-    }
-
-    /// Applies again, in one transaction, the groups whose `COMMIT` failed for want of disk
-    /// space, as replay would from the log; then they are committed like any kept transaction.
-    /// Fails with the error that stopped it (the groups stay to be applied again; poisoned
-    /// unless for want of disk space).
+    /// Applies again, in one transaction, the answered groups of a kept transaction rolled
+    /// back, as replay would from the log; then they are committed like any kept transaction.
+    /// Fails with the error that stopped it, or the partition's poison (the groups stay to be
+    /// applied again; poisoned unless for want of disk space: the commit log, which a poisoned
+    /// partition keeps whole, brings them into SQLite at the next start).
     /// Whether it applied any.
     fn reapply(&mut self) -> Result<bool> {
         let Some(unapplied) = &self.unapplied else { return Ok(false) };
+        if let Some(poisoned) = self.partition.poison_error() {
+            return Err(poisoned);
+        }
         let txs: Vec<_> = unapplied
             .bodies
             .iter()
@@ -502,23 +493,13 @@ impl PartitionWriter {
         }
     }
 
-    /// Rolls back what the group under way did: to its savepoint inside a kept transaction,
-    /// else the whole transaction. If SQLite rolled the kept transaction back whole (some errors
-    /// do), or its savepoint cannot be undone, the answered writes it held are lost to SQLite:
-    /// the partition is poisoned and they stay held.
-    /// `err`: what failed the group.
-    fn roll_back_group(&mut self, err: &Error) {
-        if self.holding.is_none() {
-            return sql::rollback(&self.conn);
-        }
-        match sql::rollback_savepoint(&self.conn) {
-            Err(undo) => {
-                sql::rollback(&self.conn);
-                self.lose_holding(&undo);
-            }
-            Ok(()) if self.conn.is_autocommit() => self.lose_holding(err),
-            Ok(()) => {}
-        }
+    /// Rolls back what the group under way did: the whole transaction, with any answered
+    /// groups kept in it, which are then applied again ([`PartitionWriter::lose_holding`]).
+    /// Failures are rare (a full disk, I/O, a damaged file), so they pay for the re-apply,
+    /// and the groups that succeed pay no savepoint.
+    fn roll_back_group(&mut self) {
+        sql::rollback(&self.conn);
+        self.lose_holding();
     }
 
     /// A transaction failed with `err`: poisons the partition unless the write may be retried
@@ -587,9 +568,8 @@ impl PartitionWriter {
             body: None,
             changed: self.partition.departure.tracking().then(Vec::new),
         };
-        match self.holding {
-            Some(_) => sql::savepoint(&self.conn)?,
-            None => sql::begin(&self.conn, tx_mode)?,
+        if self.holding.is_none() {
+            sql::begin(&self.conn, tx_mode)?;
         }
         let run = (|| {
             let mut results = Vec::with_capacity(reqs.len());
@@ -609,7 +589,7 @@ impl PartitionWriter {
         match run {
             Ok(results) => Ok((results, tx)),
             Err(err) => {
-                self.roll_back_group(&err);
+                self.roll_back_group();
                 Err(err)
             }
         }
