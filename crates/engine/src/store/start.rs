@@ -197,14 +197,7 @@ fn start_writers(
     let mut handles = Vec::with_capacity(owned.len());
     for (number, owned) in owned.into_iter().enumerate() {
         let (tx, rx) = bounded(writing.config.queue_capacity);
-        let thread = WriterThread {
-            number,
-            jobs: rx,
-            owned,
-            out: Vec::new(),
-            writing: Arc::clone(writing),
-            lookups: Arc::clone(lookups),
-        };
+        let thread = WriterThread::new(number, rx, owned, Arc::clone(writing), Arc::clone(lookups));
         handles.push(spawn(format!("shardlite-writer-{number}"), move || thread.run())?);
         senders.push(tx);
     }

@@ -56,20 +56,38 @@ const HOLD_BYTES: usize = 64 << 10;
 /// A writer thread: its queue, its partitions, and what it shares with the others.
 pub struct WriterThread {
     /// The thread's number (partition `p` belongs to thread `p % writer_threads`).
-    pub number: usize,
+    number: usize,
     /// The thread's queue.
-    pub jobs: Receiver<Job>,
+    jobs: Receiver<Job>,
     /// The partitions this thread owns.
-    pub owned: Vec<u32>,
-    /// The writers this thread has checked out of their slots.
-    pub out: Vec<PartitionWriter>,
+    owned: Vec<u32>,
+    /// The writers this thread has checked out of their slots: with held writes, most of its
+    /// partitions' under writes that never stop.
+    out: Vec<PartitionWriter>,
+    /// Per partition of the store, where its writer is in `out` ([`NOT_OUT`] if it is not).
+    out_at: Vec<usize>,
     /// What it shares with the other writer threads and inline writes.
-    pub writing: Arc<Writing>,
+    writing: Arc<Writing>,
     /// The lookup threads, which read a round's records side by side (`warm`).
-    pub lookups: Arc<LookupQueue>,
+    lookups: Arc<LookupQueue>,
 }
 
+/// `WriterThread::out_at` of a partition whose writer is not checked out.
+const NOT_OUT: usize = usize::MAX;
+
 impl WriterThread {
+    /// Writer thread `number`, serving `owned` from `jobs`.
+    pub fn new(
+        number: usize,
+        jobs: Receiver<Job>,
+        owned: Vec<u32>,
+        writing: Arc<Writing>,
+        lookups: Arc<LookupQueue>,
+    ) -> Self {
+        let out_at = vec![NOT_OUT; writing.slots.len()];
+        Self { number, jobs, owned, out: Vec::new(), out_at, writing, lookups }
+    }
+
     /// Serves jobs until every sender is gone, then checkpoints its partitions and hands their
     /// writers back (open: the store closes them once the session is marked closed).
     pub fn run(mut self) -> Vec<PartitionWriter> {
@@ -140,14 +158,12 @@ impl WriterThread {
     }
 
     fn writer(&mut self, partition: u32) -> &mut PartitionWriter {
-        let at = match self.out.iter().position(|w| w.partition.id == partition) {
-            Some(at) => at,
-            None => {
-                self.out.push(self.writing.slots[partition as usize].take());
-                self.out.len() - 1
-            }
-        };
-        &mut self.out[at]
+        let p = partition as usize;
+        if self.out_at[p] == NOT_OUT {
+            self.out_at[p] = self.out.len();
+            self.out.push(self.writing.slots[p].take());
+        }
+        &mut self.out[self.out_at[p]]
     }
 
     /// Puts back the writers checked out, but those whose answered writes are not in SQLite yet.
@@ -159,8 +175,11 @@ impl WriterThread {
                 continue;
             }
             let writer = self.out.swap_remove(at);
-            let id = writer.partition.id;
-            self.writing.slots[id as usize].put(writer);
+            self.out_at[writer.partition.id as usize] = NOT_OUT;
+            if let Some(moved) = self.out.get(at) {
+                self.out_at[moved.partition.id as usize] = at;
+            }
+            self.writing.slots[writer.partition.id as usize].put(writer);
         }
     }
 
@@ -187,9 +206,9 @@ impl WriterThread {
 
     /// Commits the transactions kept open for [`HOLD_AT_MOST`].
     fn settle_due(&mut self) {
-        let writing = Arc::clone(&self.writing);
+        let (writing, now) = (Arc::clone(&self.writing), Instant::now());
         for writer in &mut self.out {
-            if writer.holding().is_some_and(|h| h.began.elapsed() >= HOLD_AT_MOST) {
+            if writer.holding().is_some_and(|h| now.duration_since(h.began) >= HOLD_AT_MOST) {
                 let _ = writer.settle(&writing);
             }
         }
