@@ -312,7 +312,7 @@ impl Default for Config {
             queue_capacity: 4096,
             max_batch: 1024,
             max_linger_us: 0,
-            hold_groups: 8,
+            hold_groups: 16,
             lookup_threads: 0,
             inline_read_us: 50,
             record_cache_mib: 64,

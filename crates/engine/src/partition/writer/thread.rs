@@ -46,7 +46,7 @@ const SETTLE_IDLE: Duration = Duration::from_millis(2);
 const RETRY_UNAPPLIED: Duration = Duration::from_secs(1);
 
 /// How long a transaction is kept open at most, whatever its groups. At 256 partitions and
-/// 25,000 writes a second, eight groups of a partition come within about 80 ms.
+/// 40,000 writes a second, sixteen groups of a partition come within about 100 ms.
 const HOLD_AT_MOST: Duration = Duration::from_millis(100);
 
 /// Bytes of keys and values a transaction kept open holds at most (in RAM, for reads): a
