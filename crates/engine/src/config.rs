@@ -237,6 +237,11 @@ pub struct Config {
     // pages share them (`partition::writer::thread`, docs/decisions/held-writes.md).
     #[cfg_attr(feature = "cli", arg(hide = true, long))]
     pub hold_groups: u32,
+    /// With the commit log: RAM, KiB, a partition's held writes (answered before their
+    /// `COMMIT`) may take, each charged its key and value twice and what holding it costs
+    /// besides (`partition::held`); the memory budget lowers it to its share.
+    #[cfg_attr(feature = "cli", arg(hide = true, long))]
+    pub hold_kib: u64,
     /// Threads serving reads; 0: sized from the disk under the data directory (a quarter of its
     /// hardware queue depth, 8 to 64).
     // They serve `Store::submit_get` (reads for callers that must not block) and the writers'
@@ -313,6 +318,7 @@ impl Default for Config {
             max_batch: 1024,
             max_linger_us: 0,
             hold_groups: 16,
+            hold_kib: 256,
             lookup_threads: 0,
             inline_read_us: 50,
             record_cache_mib: 64,

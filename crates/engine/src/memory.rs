@@ -6,9 +6,11 @@
 //! - SQLite, [`SQLITE_SHARE`]: every connection's page cache, schema and statements;
 //! - the record cache, [`RECORD_CACHE_SHARE`];
 //! - the recent index entries, [`RECENT_INDEX_SHARE`], held in RAM until merged into the file;
+//! - held writes, [`HELD_WRITES_SHARE`]: writes answered before their `COMMIT`
+//!   ([`crate::partition::held`]);
 //! - the rest: threads, queues, requests in flight, the index files' overflow sections.
 //!
-//! `cache_size_kib`, `record_cache_mib` and `merge_threshold` stay ceilings: a part takes the
+//! `cache_size_kib`, `record_cache_mib`, `merge_threshold` and `hold_kib` stay ceilings: a part takes the
 //! smaller of its setting and its share. The default budget is a quarter of the machine's RAM
 //! ([`MACHINE_FRACTION`]) or, in a container with less, seven eighths of its limit
 //! ([`CONTAINER_FRACTION`]); raised to what the partitions need ([`minimum_budget`]) if that is at most half.
@@ -33,6 +35,8 @@ pub const SQLITE_SHARE: f64 = 0.50;
 pub const RECORD_CACHE_SHARE: f64 = 0.15;
 /// The part of the working memory for recent index entries.
 pub const RECENT_INDEX_SHARE: f64 = 0.15;
+/// The part of the working memory for held writes, all partitions together.
+pub const HELD_WRITES_SHARE: f64 = 0.05;
 /// Bytes a recent index entry costs in RAM (an 8-byte entry in a `BTreeSet`: 15.4 measured for
 /// random inserts, allocator slack on top).
 pub const RECENT_ENTRY_BYTES: u64 = 16;
@@ -87,6 +91,10 @@ pub struct MemoryPlan {
     pub recent_index: u64,
     /// Entries a partition gathers before a merge.
     pub merge_threshold: usize,
+    /// Held writes of all partitions, at most.
+    pub held_writes: u64,
+    /// Held writes of one partition, at most, KiB.
+    pub hold_kib: u64,
 }
 
 impl MemoryPlan {
@@ -124,11 +132,15 @@ impl MemoryPlan {
         let record_cache = share(RECORD_CACHE_SHARE).min(config.record_cache_mib << 20);
         let merge_threshold = (per_partition as usize).min(config.merge_threshold);
         let recent_index = entry_pair * merge_threshold as u64;
+        let hold_kib = ((share(HELD_WRITES_SHARE) / u64::from(partitions)) >> 10).min(config.hold_kib);
+        let held_writes = (hold_kib << 10) * u64::from(partitions);
         // What the settings leave of the shares goes to index pages; the rest's share stays.
-        let unused = share(SQLITE_SHARE) + share(RECORD_CACHE_SHARE) + share(RECENT_INDEX_SHARE)
-            - sqlite
-            - record_cache
-            - recent_index;
+        let unused =
+            share(SQLITE_SHARE) + share(RECORD_CACHE_SHARE) + share(RECENT_INDEX_SHARE) + share(HELD_WRITES_SHARE)
+                - sqlite
+                - record_cache
+                - recent_index
+                - held_writes;
         Ok(Self {
             budget,
             mapped_files,
@@ -141,6 +153,8 @@ impl MemoryPlan {
             record_cache,
             recent_index,
             merge_threshold,
+            held_writes,
+            hold_kib,
         })
     }
 
@@ -151,6 +165,7 @@ impl MemoryPlan {
             readers_per_partition: self.readers_per_partition,
             record_cache_mib: self.record_cache >> 20,
             merge_threshold: self.merge_threshold,
+            hold_kib: self.hold_kib,
             ..config.clone()
         }
     }
@@ -211,7 +226,8 @@ mod tests {
             let recent = 2 * RECENT_ENTRY_BYTES * plan.merge_threshold as u64 * u64::from(partitions);
             assert!(sqlite <= plan.sqlite, "{plan:?}");
             assert!(recent <= plan.recent_index, "{plan:?}");
-            let parts = plan.index_pages + plan.sqlite + plan.record_cache + plan.recent_index;
+            assert_eq!(plan.held_writes, (plan.hold_kib << 10) * u64::from(partitions));
+            let parts = plan.index_pages + plan.sqlite + plan.record_cache + plan.recent_index + plan.held_writes;
             assert!(plan.mapped_files + parts <= plan.budget, "{plan:?}");
             assert_eq!(plan.mapped_files, EXECUTABLE_BYTES + u64::from(partitions) * WAL_INDEX_BYTES);
         }
@@ -224,7 +240,10 @@ mod tests {
         assert_eq!(big.cache_kib, defaults.cache_size_kib);
         assert_eq!(big.record_cache, defaults.record_cache_mib << 20);
         assert_eq!(big.merge_threshold, defaults.merge_threshold);
+        assert_eq!(big.hold_kib, defaults.hold_kib);
         let small = plan(100, 256).unwrap();
+        assert!(small.hold_kib < defaults.hold_kib, "{small:?}");
+        assert_eq!(small.apply(&defaults).hold_kib, small.hold_kib);
         assert!(small.cache_kib < defaults.cache_size_kib && small.cache_kib >= MIN_CACHE_KIB);
         assert!(small.record_cache < defaults.record_cache_mib << 20);
         assert!(small.merge_threshold < defaults.merge_threshold);
@@ -258,30 +277,36 @@ mod tests {
     #[test]
     fn index_pages_come_after_the_minimums() {
         let roomy = plan(1024, 256).unwrap();
+        let rounding = (64 << 10) + (256 << 10);
         let share = ((roomy.budget - roomy.mapped_files) as f64 * INDEX_PAGES_SHARE) as u64;
-        // Only the page caches' rounding to whole KiB is left over by the other parts.
-        assert!((share..share + (1 << 20)).contains(&roomy.index_pages), "{roomy:?}");
+        // Only the page caches' and the held writes' rounding to whole KiB is left over by the
+        // other parts.
+        assert!((share..share + (1 << 20) + rounding).contains(&roomy.index_pages), "{roomy:?}");
         let least = minimum_budget(256).div_ceil(1 << 20);
         let tight = plan(least + 10, 256).unwrap();
         let at_least = |plan: &MemoryPlan| plan.budget - minimum_budget(256);
-        assert!((at_least(&tight)..at_least(&tight) + (64 << 10)).contains(&tight.index_pages), "{tight:?}");
+        assert!((at_least(&tight)..at_least(&tight) + rounding).contains(&tight.index_pages), "{tight:?}");
         assert!(tight.index_pages < (tight.budget as f64 * INDEX_PAGES_SHARE) as u64);
         let least = plan(least, 256).unwrap();
-        assert!((at_least(&least)..at_least(&least) + (64 << 10)).contains(&least.index_pages), "{least:?}");
+        assert!((at_least(&least)..at_least(&least) + rounding).contains(&least.index_pages), "{least:?}");
     }
 
-    /// At one partition the settings cap SQLite's caches, the record cache and the recent
-    /// entries far below their shares of a 2 GiB budget: what they leave goes to index pages,
-    /// and the rest keeps its fifth of the working memory.
+    /// At one partition the settings cap SQLite's caches, the record cache, the recent entries
+    /// and the held writes far below their shares of a 2 GiB budget: what they leave goes to
+    /// index pages, and the rest keeps its share of the working memory.
     #[test]
     fn what_the_settings_leave_goes_to_index_pages() {
         let plan = plan(2048, 1).unwrap();
         let parts = plan.budget - plan.mapped_files;
         let share = (parts as f64 * INDEX_PAGES_SHARE) as u64;
         assert!(plan.index_pages > share + (256 << 20), "{plan:?}");
-        let rest = parts - plan.index_pages - plan.sqlite - plan.record_cache - plan.recent_index;
+        let rest = parts - plan.index_pages - plan.sqlite - plan.record_cache - plan.recent_index - plan.held_writes;
         let working = parts - share;
-        assert!(rest + 4 >= working / 5, "the rest keeps its share: {rest} of {working}: {plan:?}");
+        let rest_share = 1.0 - SQLITE_SHARE - RECORD_CACHE_SHARE - RECENT_INDEX_SHARE - HELD_WRITES_SHARE;
+        assert!(
+            rest + 5 >= (working as f64 * rest_share) as u64,
+            "the rest keeps its share: {rest} of {working}: {plan:?}"
+        );
     }
 
     #[test]

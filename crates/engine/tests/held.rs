@@ -2,7 +2,8 @@
 //! of writes once the log holds it and keep its SQLite transaction open for the next groups.
 //! Such a write is read back by key at once (the record cache forgetting the value it had), is
 //! in a scan, and a close commits it; a read after a write's answer never finds an older
-//! version, and racing compare-and-set writes lose no update; and the commit log still drops
+//! version, and racing compare-and-set writes lose no update; a kept transaction commits
+//! before its held writes pass their memory (`hold_kib`); and the commit log still drops
 //! segments while writes never stop (transactions kept open one after another). That held
 //! writes survive a crash before their `COMMIT` is the crash test's (`crash.rs`: its writes go
 //! through the writer threads).
@@ -166,4 +167,20 @@ fn racing_compare_and_set_writes_through_held_transactions_lose_no_update() {
     assert_eq!(counters, u64::from(KEYS + TASKS * INCREMENTS), "every increment counted once");
     let checks = store.check().unwrap();
     assert!(checks.iter().all(|c| c.is_ok()), "{checks:?}");
+}
+
+#[test]
+fn a_kept_transaction_commits_before_its_held_writes_pass_their_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1 KiB: three 64-byte writes, each charged its key and value twice and 192 bytes besides.
+    let config = Config { hold_kib: 1, ..config() };
+    let store = Store::create(dir.path(), common::partitions(1), config).unwrap();
+    let before = commits(&store);
+    for i in 0..40 {
+        let (k, v) = (key(i), vec![b'v'; 32]);
+        store.put(&k, v, Condition::Absent).unwrap();
+    }
+    let committed = commits(&store) - before;
+    assert!(committed >= 10, "40 writes held in {committed} commits: more than three a transaction");
+    assert!(committed < 40, "no write was held at all: {committed} commits");
 }

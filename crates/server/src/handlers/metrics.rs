@@ -253,6 +253,11 @@ fn encode_sqlite(figures: &SqliteFigures, enc: &mut DescriptorEncoder) -> Result
             memory.plan.recent_index,
         ),
         Gauge(
+            "shardlite_memory_held_writes_limit_bytes",
+            "The budget's part for writes answered before their COMMIT (held writes)",
+            memory.plan.held_writes,
+        ),
+        Gauge(
             "shardlite_memory_recent_index_bytes",
             "What index entries not yet merged cost now",
             memory.recent_index_bytes,

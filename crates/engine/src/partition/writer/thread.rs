@@ -6,7 +6,7 @@
 //! own results, or all with the transaction's error.
 //!
 //! With the commit log a partition's transaction may stay open for up to `hold_groups` of its
-//! groups, [`HOLD_AT_MOST`] and [`HOLD_BYTES`] at most: their writes are answered once the log
+//! groups, [`HOLD_AT_MOST`] and `hold_kib` of RAM at most: their writes are answered once the log
 //! holds them, and held ([`crate::partition::held`]), and one `COMMIT` ends them all. The
 //! partition's writer stays with the thread meanwhile (inline writes queue), and the thread
 //! commits it before any other job for it, when no job comes for [`SETTLE_IDLE`], and before it
@@ -48,10 +48,6 @@ const RETRY_UNAPPLIED: Duration = Duration::from_secs(1);
 /// How long a transaction is kept open at most, whatever its groups. At 256 partitions and
 /// 40,000 writes a second, sixteen groups of a partition come within about 100 ms.
 const HOLD_AT_MOST: Duration = Duration::from_millis(100);
-
-/// Bytes of keys and values a transaction kept open holds at most (in RAM, for reads): a
-/// transaction past it commits with its next group.
-const HOLD_BYTES: usize = 64 << 10;
 
 /// A writer thread: its queue, its partitions, and what it shares with the others.
 pub struct WriterThread {
@@ -185,17 +181,16 @@ impl WriterThread {
 
     /// How a partition's group ends: its transaction kept open while the log makes it durable,
     /// the partition can be read by key and no move copies it away, for `hold_groups` groups,
-    /// [`HOLD_AT_MOST`] and [`HOLD_BYTES`] at most.
-    /// `bytes`: the group's keys and values.
+    /// [`HOLD_AT_MOST`] and `hold_kib` at most (a transaction past it commits with its next
+    /// group). `bytes`: what holding the group would take in RAM.
     fn end_of(writer: &PartitionWriter, bytes: usize, writing: &Writing) -> End {
         let partition = &writer.partition;
         let may_keep = writing.log.is_some() && partition.mode != IndexMode::None && !partition.departure.tracking();
+        let most = (writing.config.hold_kib << 10) as usize;
         let room = match writer.holding() {
-            None => writing.config.hold_groups > 1 && bytes <= HOLD_BYTES,
+            None => writing.config.hold_groups > 1 && bytes <= most,
             Some(h) => {
-                h.groups + 1 < writing.config.hold_groups
-                    && h.bytes + bytes <= HOLD_BYTES
-                    && h.began.elapsed() < HOLD_AT_MOST
+                h.groups + 1 < writing.config.hold_groups && h.bytes + bytes <= most && h.began.elapsed() < HOLD_AT_MOST
             }
         };
         match may_keep && room {
