@@ -3,7 +3,8 @@
 //! frames, `crates/shardlite/tests/cluster/replicas.rs`), which makes it durable and applies what
 //! the owner committed. The copy ends with the owner's records, ids and counters; a flush the
 //! copies refuse is answered `Unreplicated`, rolled back, and applied by no one, not even by the
-//! owner's replay after a crash.
+//! owner's replay after a crash; and a writer round whose records went out in two shipments,
+//! one refused, answers each write as its own record's shipment went.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -594,4 +595,62 @@ fn an_owner_hands_a_partition_over_to_a_copy_holding_its_log_through_the_handove
     let next = a.put(&key(0), value(0, 6), Condition::None).unwrap();
     assert_eq!(next.version.counter, 6, "the new owner goes on from the owner's counter");
     assert!(a.check().unwrap().iter().all(|c| c.is_ok()));
+}
+
+#[test]
+fn each_write_is_answered_as_the_shipment_of_its_own_record_went() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Two writer threads over 16 partitions: one's flush may take part of the other's round,
+    // so a round's records can go out in two shipments, one refused and the next taken.
+    let owner = Arc::new(Store::create(dirs.0.path(), partitions(16), durable()).unwrap());
+    let copy = Arc::new(Store::create(dirs.1.path(), partitions(16), durable()).unwrap());
+    let direct = Direct::new(&owner, &[&copy]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let toggler = {
+        let (direct, stop) = (Arc::clone(&direct), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                direct.refuse.fetch_xor(true, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+        })
+    };
+    let writers: Vec<_> = (0..4u32)
+        .map(|t| {
+            let owner = Arc::clone(&owner);
+            std::thread::spawn(move || {
+                (t * 10_000..t * 10_000 + 400)
+                    .map(|i| (i, owner.put(&key(i), value(i, 1), Condition::Absent)))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let answers: Vec<_> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    stop.store(true, Ordering::SeqCst);
+    toggler.join().unwrap();
+    direct.refuse.store(false, Ordering::SeqCst);
+    direct.settle(log_end(&owner));
+    let (mut taken, mut refused) = (0, 0);
+    for (i, answer) in &answers {
+        let (on_owner, on_copy) = (owner.get(&key(*i)).unwrap(), copy.get(&key(*i)).unwrap());
+        match answer {
+            Ok(_) => {
+                taken += 1;
+                assert!(
+                    on_owner.is_some() && on_copy.is_some(),
+                    "key {i} answered written: owner {on_owner:?}, copy {on_copy:?}"
+                );
+            }
+            Err(Error::Unreplicated(_)) => {
+                refused += 1;
+                assert!(
+                    on_owner.is_none() && on_copy.is_none(),
+                    "key {i} answered refused: owner {on_owner:?}, copy {on_copy:?}"
+                );
+            }
+            Err(err) => panic!("key {i}: {err}"),
+        }
+    }
+    assert!(taken > 0 && refused > 0, "{taken} writes taken, {refused} refused: the shipments did not alternate");
+    assert_same(&copy, &owner, "the copy holds what the owner answered written");
 }

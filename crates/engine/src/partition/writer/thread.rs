@@ -242,11 +242,18 @@ impl WriterThread {
             .into_iter()
             .map(|(partition, reqs)| (partition, self.writer(partition).prepare(reqs, tx_mode, log)))
             .collect();
-        let flushed = match (log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end)| end)).max()) {
-            (Some(log), Some(end)) => log.wait_durable(end),
-            _ => Ok(()),
-        };
+        if let (Some(log), Some(end)) = (log, prepared.iter().filter_map(|(_, p)| p.logged.map(|(_, end)| end)).max()) {
+            // One wait for the whole round; each group's outcome is then its own record's.
+            let _ = log.wait_durable(end);
+        }
         for (partition, group) in prepared {
+            // The round's records may have gone out in more than one flush, and the copies may
+            // have refused one shipment and taken the next: a group is answered as its own
+            // record's shipment went (at once: the wait above covered it).
+            let flushed = match (log, group.logged) {
+                (Some(log), Some((_, end))) => log.wait_durable(end),
+                _ => Ok(()),
+            };
             let writer = self.writer(partition);
             let end = Self::end_of(writer, group.bytes(), &writing);
             writer.complete(group, &flushed, &writing, end);
