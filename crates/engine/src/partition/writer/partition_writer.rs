@@ -438,6 +438,12 @@ impl PartitionWriter {
         if let Some(poisoned) = self.partition.poison_error() {
             return Err(poisoned);
         }
+        if unapplied.bodies.is_empty() {
+            // Its groups wrote nothing (conditions that failed, reads): nothing to apply, and no
+            // log position for the partition's files to be told of.
+            self.unapplied = None;
+            return Ok(false);
+        }
         let txs: Vec<_> = unapplied
             .bodies
             .iter()
