@@ -472,8 +472,9 @@ impl PartitionWriter {
 
     /// Commits the transaction kept open, if one is: its held writes reach SQLite, and the
     /// partition's files are told how far they apply the log. Then what follows a commit. Fails
-    /// if the partition holds answered writes its files lack (its `COMMIT` failed, now or before:
-    /// it is poisoned), which is what a reader of its files must not miss.
+    /// if the partition holds answered writes its files lack, which is what a reader of its
+    /// files must not miss: with the error of the `COMMIT` or re-apply that failed now (a full
+    /// disk: 507), or the partition's poison.
     pub(super) fn settle(&mut self, writing: &Writing) -> Result<()> {
         if self.commit_held()? {
             self.after_commit(writing);
@@ -491,12 +492,8 @@ impl PartitionWriter {
                     self.committed(applied);
                     committed = true;
                 }
-                Ok(Err(err)) => {
-                    self.commit_failed(err);
-                }
-                Err(panic) => {
-                    self.panicked(&*panic);
-                }
+                Ok(Err(err)) => return Err(self.commit_failed(err)),
+                Err(panic) => return Err(self.panicked(&*panic)),
             }
         }
         match self.partition.held.any() {
