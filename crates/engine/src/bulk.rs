@@ -94,10 +94,9 @@ impl Plan {
         Self { dataset, count, chunk: 1 << 20 }
     }
 }
-/// Threads generating and committing: one per CPU the process may use (its affinity mask and
-/// its cgroup's CPU quota count: `taskset` and containers limit it).
+/// Threads generating and committing: one per CPU the process may use ([`crate::config::cpus`]).
 pub fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    crate::config::cpus()
 }
 
 /// One partition during a load.

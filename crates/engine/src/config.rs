@@ -299,6 +299,12 @@ pub struct Config {
 /// Writer threads without the commit log, where each `full` commit waits for its own fsync.
 pub const WRITERS_FOR_FSYNCS: usize = 16;
 
+/// The CPUs the process may use (its affinity mask and its cgroup's CPU quota count: `taskset`
+/// and containers limit it).
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -350,7 +356,7 @@ impl Config {
     /// when the commit log makes commits durable, else [`WRITERS_FOR_FSYNCS`].
     pub fn writers(&self) -> usize {
         match self.writer_threads {
-            0 if self.uses_commit_log() => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            0 if self.uses_commit_log() => cpus(),
             0 => WRITERS_FOR_FSYNCS,
             n => n,
         }

@@ -23,7 +23,12 @@ use std::{
 /// group's commit log record, kept for a re-apply): its slot in the map (64 bytes, the map at
 /// most half full after it grows), the allocations' rounding and the record's own header.
 /// Computed from the types, not measured.
-pub const HELD_WRITE_BYTES: usize = 192;
+const HELD_WRITE_BYTES: usize = 192;
+
+/// What holding a write of a `key`-byte key and a `value`-byte value takes in RAM, at most.
+pub fn charge(key: usize, value: usize) -> usize {
+    2 * (key + value) + HELD_WRITE_BYTES
+}
 
 /// A key's state in the held writes: `(id, counter, value)`, or `None` once deleted.
 pub type HeldRecord = Option<(u32, u64, Vec<u8>)>;

@@ -30,7 +30,7 @@ use crate::{
     keyhash::KeyHasher,
     ops::{Op, Outcome, Record, Written},
     partition::{
-        held::{HeldRecord, HELD_WRITE_BYTES},
+        held::{self, HeldRecord},
         recovery::rebuild_index,
         replay::replay,
         sql, Partition, WriterStart,
@@ -164,11 +164,11 @@ pub(super) struct Prepared {
 }
 
 impl Prepared {
-    /// The RAM holding the group's writes would take, at most ([`HELD_WRITE_BYTES`]).
+    /// The RAM holding the group's writes would take, at most ([`held::charge`]).
     pub(super) fn bytes(&self) -> usize {
         let op_bytes = |op: &Op| match op {
-            Op::Put { key, value, .. } => 2 * (key.len() + value.len()) + HELD_WRITE_BYTES,
-            Op::Delete { key, .. } => 2 * key.len() + HELD_WRITE_BYTES,
+            Op::Put { key, value, .. } => held::charge(key.len(), value.len()),
+            Op::Delete { key, .. } => held::charge(key.len(), 0),
             Op::Get { .. } => 0,
         };
         self.reqs.iter().flat_map(|r| &r.ops).map(|(op, _)| op_bytes(op)).sum()
@@ -347,8 +347,8 @@ impl PartitionWriter {
         logged: Option<Logged>,
         cache: Option<&RecordCache>,
     ) {
-        let charge = |(k, r): &(Vec<u8>, HeldRecord)| 2 * (k.len() + r.as_ref().map_or(0, |(_, _, v)| v.len()));
-        let bytes: usize = writes.iter().map(|w| charge(w) + HELD_WRITE_BYTES).sum();
+        let bytes: usize =
+            writes.iter().map(|(k, r)| held::charge(k.len(), r.as_ref().map_or(0, |(_, _, v)| v.len()))).sum();
         let noted = logged.filter(|_| tx.noted).map(|(_, end)| end);
         let holding = self.holding.get_or_insert_with(|| Holding {
             began: Instant::now(),

@@ -182,19 +182,21 @@ impl WriterThread {
     /// How a partition's group ends: its transaction kept open while the log makes it durable,
     /// the partition can be read by key and no move copies it away, for `hold_groups` groups,
     /// [`HOLD_AT_MOST`] and `hold_kib` at most (a transaction past it commits with its next
-    /// group; a group that writes nothing starts none). `bytes`: what holding the group would
-    /// take in RAM.
-    fn end_of(writer: &PartitionWriter, bytes: usize, writing: &Writing) -> End {
+    /// group; a group that writes nothing starts none).
+    fn end_of(writer: &PartitionWriter, group: &Prepared, writing: &Writing) -> End {
         let partition = &writer.partition;
         let may_keep = writing.log.is_some() && partition.mode != IndexMode::None && !partition.departure.tracking();
-        let most = (writing.config.hold_kib << 10) as usize;
+        if !may_keep {
+            return End::Commit;
+        }
+        let (bytes, most) = (group.bytes(), (writing.config.hold_kib << 10) as usize);
         let room = match writer.holding() {
             None => writing.config.hold_groups > 1 && bytes > 0 && bytes <= most,
             Some(h) => {
                 h.groups + 1 < writing.config.hold_groups && h.bytes + bytes <= most && h.began.elapsed() < HOLD_AT_MOST
             }
         };
-        match may_keep && room {
+        match room {
             true => End::Keep,
             false => End::Commit,
         }
@@ -256,7 +258,7 @@ impl WriterThread {
                 _ => Ok(()),
             };
             let writer = self.writer(partition);
-            let end = Self::end_of(writer, group.bytes(), &writing);
+            let end = Self::end_of(writer, &group, &writing);
             writer.complete(group, &flushed, &writing, end);
             if writer.holding().is_none() {
                 writer.after_commit(&writing);
