@@ -5,7 +5,8 @@
 # `shardlite bench` on the next N (so N goes up to half the cores), 32 x N connections.
 # GETs three ways: with the record cache (the default), without it (every GET reads SQLite;
 # such reads run on the request's thread while they are fast), and without it with every
-# read sent to a lookup thread (inline_read_us = 0). Prints two markdown tables.
+# read sent to a lookup thread (inline_read_us = 0); the no-op route, the floor each is divided
+# by; durable inserts against `synchronous=normal`. Prints three markdown tables.
 #
 #   scripts/cores.sh [BINARY]          BINARY: a release build (default target/release/shardlite)
 #   RECORDS=2000000 CORES="1 2 4 8 16" DIR=/tmp/cores DURATION=5 scripts/cores.sh
@@ -37,9 +38,15 @@ serve_bench() {
 }
 rate() { field 'round(d["runs"][0]["queries_per_sec"])'; }
 cpu() { field '"%.1f" % (d["runs"][0]["cost"]["server_cpu_pct"] * 1e4 / d["runs"][0]["queries_per_sec"])'; }
+ratio() { python3 -c "print('%.2fx' % ($1 / $2))"; }
 p99() { field '"%.1f ms" % d["runs"][0]["latency_ms"]["p99"]'; }
-# "rate (µs)" of one GET run
-get() { local report; report="$(serve_bench "$@")"; echo "$(rate <<<"$report") ($(cpu <<<"$report") µs)"; }
+# "rate (µs, ratio to the no-op route)" of one GET run; $noop holds the no-op route's µs
+get() {
+  local report us
+  report="$(serve_bench "$@")"
+  us="$(cpu <<<"$report")"
+  echo "$(rate <<<"$report") ($us µs, $(ratio "$us" "$noop"))"
+}
 
 echo "machine: $total cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $records DB-A records, 256 partitions" >&2
 pin "$total" "$bin" load --data "$dir/source" --records "$records" --json >/dev/null
@@ -54,14 +61,19 @@ for n in $cores; do
   import="$(pin "$n" "$bin" import --data "$dir/import" --json "$dir/records.bin" | field 'round(d["records_per_sec"])')"
   loads+="| $n | $load | $import |"$'\n'
   if [ $((2 * n)) -le "$total" ]; then
+    noop="$(serve_bench "$n" "$dir/source" noop 0 | cpu)"
     cached="$(get "$n" "$dir/source" select "$records")"
     uncached="$(get "$n" "$dir/source" select "$records" SHARDLITE_RECORD_CACHE_MIB=0)"
     handed="$(get "$n" "$dir/source" select "$records" SHARDLITE_RECORD_CACHE_MIB=0 SHARDLITE_INLINE_READ_US=0)"
-    gets+="| $n | $cached | $uncached | $handed |"$'\n'
+    gets+="| $n | $noop µs | $cached | $uncached | $handed |"$'\n'
     report="$(serve_bench "$n" "$dir/insert" insert 0)"
-    inserts+="| $n | $(rate <<<"$report") | $(p99 <<<"$report") | $(cpu <<<"$report") µs |"$'\n'
+    rm -rf "$dir/insert"
+    normal="$(serve_bench "$n" "$dir/insert" insert 0 SHARDLITE_SYNCHRONOUS=normal)"
+    us="$(cpu <<<"$report")"
+    inserts+="| $n | $(rate <<<"$report") | $(p99 <<<"$report") | $us µs ($(ratio "$us" "$noop")) |"
+    inserts+=" $(rate <<<"$normal") | $(ratio "$(rate <<<"$report")" "$(rate <<<"$normal")") |"$'\n'
   fi
 done
 printf '| cores | load, records/s | import, records/s |\n|---|---|---|\n%s\n' "$loads"
-printf '| cores | GET, q/s (server CPU each) | GET, record cache off | record cache off, every read on a lookup thread |\n|---|---|---|---|\n%s\n' "$gets"
-printf '| cores | durable inserts/s | p99 | server CPU per insert |\n|---|---|---|---|\n%s' "$inserts"
+printf '| cores | no-op route, server CPU each | GET, q/s (server CPU each, against the no-op route) | GET, record cache off | record cache off, every read on a lookup thread |\n|---|---|---|---|---|\n%s\n' "$gets"
+printf '| cores | durable inserts/s | p99 | server CPU per insert (against the no-op route) | inserts/s, `synchronous=normal` | durable / normal |\n|---|---|---|---|---|---|\n%s' "$inserts"
