@@ -527,7 +527,9 @@ fn a_copy_closed_holding_uncommitted_writes_goes_on_with_its_owners_stream() {
     assert!(copy.get(&key(21)).unwrap().is_none(), "held again after the restart, not applied");
     let end = log_end(&owner);
     let next = Frame { from: holds, to: end, commit: end, refused: refused_ranges, ..Frame::default() };
-    assert_eq!(copy.receive("owner", next).unwrap(), Receipt::Held { position: end }, "no snapshot needed");
+    assert_eq!(copy.receive("owner", next.clone()).unwrap(), Receipt::Held { position: end }, "no snapshot needed");
+    // The owner, idle, says where its commit stands: the copy applies what it gathered.
+    assert_eq!(copy.receive("owner", Frame { from: end, ..next }).unwrap(), Receipt::Held { position: end });
     // After the writers' queues: the check runs after what the frame applied.
     assert!(copy.check().unwrap().iter().all(|c| c.is_ok()));
     assert_same(&copy, &owner, "the held writes applied, the refused one not");
@@ -544,8 +546,10 @@ fn a_copy_closed_holding_uncommitted_writes_goes_on_with_its_owners_stream() {
     assert!(copy.get(&key(20)).unwrap().is_none(), "dropped, not applied: its snapshot brings it");
 }
 
-/// A copy gathers a partition's committed transactions while frames with transactions keep
-/// coming, and applies them together once a frame with none says the owner is idle.
+/// A copy gathers a partition's committed transactions while frames keep coming, those with
+/// none of its transactions too (the owner's log moved with what the copy does not keep: other
+/// nodes' copies, kept by the owner), and applies them together once a frame says the owner is
+/// idle.
 #[test]
 fn a_copy_gathers_committed_transactions_until_the_owner_is_idle() {
     let (_dirs, owner, copy, direct) = owner_and_copy();
@@ -553,13 +557,16 @@ fn a_copy_gathers_committed_transactions_until_the_owner_is_idle() {
     for i in 0..8 {
         owner.put(&key(0), value(i, 1), Condition::None).unwrap();
     }
+    let (end, epochs) = (log_end(&owner), direct.sent.lock().unwrap().epochs.clone());
+    let moved = Frame { from: end, to: end + 100, commit: end, epochs, ..Frame::default() };
+    assert_eq!(copy.receive("owner", moved).unwrap(), Receipt::Held { position: end + 100 });
     copy.check().unwrap();
     // Each frame committed the one before it; unless this machine took the gathering's whole
     // wait over these writes, they wait on the copy.
     if started.elapsed() < std::time::Duration::from_millis(200) {
-        assert_ne!(copy.get(&key(0)).unwrap().map(|r| r.value), Some(value(6, 1)), "gathered, not applied yet");
+        assert_ne!(copy.get(&key(0)).unwrap().map(|r| r.value), Some(value(7, 1)), "gathered, not applied yet");
     }
-    direct.settle(log_end(&owner));
+    direct.settle(end + 100);
     assert_same(&copy, &owner, "applied together once the owner is idle");
 }
 

@@ -50,6 +50,14 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// An idle owner's frame: no transactions, and a range that is empty, its log not having
+    /// moved since the last frame (it only says where the commit stands). A frame whose range
+    /// holds no transaction of the copy's is not idle: the owner's log moved with writes of
+    /// other partitions, or with the copies it keeps itself, and more of its writes follow.
+    pub fn is_idle(&self) -> bool {
+        self.txs.is_empty() && self.from == self.to
+    }
+
     /// The frame's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let bodies: usize = self.txs.iter().map(|(_, b)| 12 + b.len()).sum();

@@ -267,7 +267,7 @@ pub fn receive(
         // Held already (an answer that was lost, or a frame that only says the commit moved).
         (false, Some(position)) if frame.to <= position => {
             source.learn(&frame);
-            settle(&mut source, frame.commit, frame.txs.is_empty(), log, apply)?;
+            settle(&mut source, frame.commit, frame.is_idle(), log, apply)?;
             source.heard = Some(Instant::now());
             return Ok(Receipt::Held { position });
         }
@@ -283,7 +283,7 @@ pub fn receive(
     take_in(&mut source, owner, &frame, log, partitions)?;
     source.position = Some(frame.to);
     source.learn(&frame);
-    settle(&mut source, frame.commit, frame.txs.is_empty(), log, apply)?;
+    settle(&mut source, frame.commit, frame.is_idle(), log, apply)?;
     source.heard = Some(Instant::now());
     Ok(Receipt::Held { position: frame.to })
 }
@@ -327,8 +327,8 @@ fn take_in(source: &mut Source, owner: &str, frame: &Frame, log: &CommitLog, par
 }
 
 /// Applies the tentative transactions before `commit` that were not refused (those are
-/// cancelled here), but those of partitions awaiting a snapshot, and, unless `all` (a frame
-/// with no transactions: the owner is idle, or the store closes), those of a partition whose
+/// cancelled here), but those of partitions awaiting a snapshot, and, unless `all` (an idle
+/// owner's frame, [`Frame::is_idle`], or the store closes), those of a partition whose
 /// first committed one came less than [`GATHER_FOR`] ago, fewer than [`GATHER_UP_TO`]: they
 /// wait for the next frames, and are applied with what follows them in one transaction. Unless
 /// `all`, it looks [`LOOK_EVERY`] at most; in between, the transactions wait for a later frame.
