@@ -661,3 +661,63 @@ fn each_write_is_answered_as_the_shipment_of_its_own_record_went() {
     assert!(taken > 0 && refused > 0, "{taken} writes taken, {refused} refused: the shipments did not alternate");
     assert_same(&copy, &owner, "the copy holds what the owner answered written");
 }
+
+/// Announces in a new stream from `owner` that `partition`'s copy comes from a snapshot next.
+fn announce(copy: &Store, owner: &str, partition: u32) {
+    let at = Frame { new_stream: true, resync: vec![partition], ..Frame::default() };
+    assert_eq!(copy.receive(owner, at).unwrap(), Receipt::Held { position: 0 });
+}
+
+/// Takes `from`'s current copy of `partition` in as `owner`'s snapshot.
+fn take_snapshot(copy: &Store, owner: &str, from: &Store, partition: u32) {
+    let mut stream = Vec::new();
+    from.send_copy(partition, 1 << 16, |piece| {
+        stream.push(piece);
+        Ok(())
+    })
+    .unwrap();
+    let mut adoption = copy.adopt(partition, shardlite_engine::MovePart::Copy).unwrap();
+    for piece in &stream {
+        adoption.push(copy, piece).unwrap();
+    }
+    adoption.finish(copy).unwrap();
+    copy.resynced(owner, partition, 0).unwrap();
+}
+
+/// An owner announced a snapshot of a partition and gave the partition away before it sent it
+/// (it sends none then): the next owner's snapshot, announced later, supersedes it, so the
+/// first owner's transactions of the partition are no longer held back (a handover from it
+/// counts this copy again). A snapshot announced before an owner's own announcement leaves
+/// that one awaited.
+#[test]
+fn a_snapshot_from_a_later_owner_supersedes_one_announced_before_by_another() {
+    let (_dirs, owner, copy, direct) = owner_and_copy();
+    let p = owner.partition_of(&key(0));
+    let q_key = (1..).find(|&i| owner.partition_of(&key(i)) != p).unwrap();
+    let q = owner.partition_of(&key(q_key));
+    owner.put(&key(0), value(0, 1), Condition::None).unwrap();
+    let new_stream = |partition| {
+        let mut sent = direct.sent.lock().unwrap();
+        (sent.first, sent.resync) = (true, vec![partition]);
+    };
+    new_stream(p);
+    owner.put(&key(0), value(0, 2), Condition::None).unwrap();
+    direct.settle(log_end(&owner));
+    let through = log_end(&owner);
+    assert!(copy.hand_over("owner", p, through, None).is_err(), "p's snapshot is awaited from the owner");
+
+    // p's next owner, `next`, announces its snapshot and sends it.
+    announce(&copy, "next", p);
+    take_snapshot(&copy, "next", &owner, p);
+    copy.hand_over("owner", p, through, None).expect("the owner's announcement of p is superseded");
+    assert_eq!(records(&copy)[p as usize], records(&owner)[p as usize]);
+
+    // `next` announces q, then the owner does: `next`'s snapshot leaves the owner's awaited.
+    announce(&copy, "next", q);
+    new_stream(q);
+    owner.put(&key(q_key), value(q_key, 1), Condition::None).unwrap();
+    take_snapshot(&copy, "next", &owner, q);
+    direct.settle(log_end(&owner));
+    let refused = copy.hand_over("owner", q, log_end(&owner), None);
+    assert!(refused.is_err(), "the owner's later announcement of q still waits for its snapshot");
+}

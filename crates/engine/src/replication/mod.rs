@@ -24,7 +24,7 @@ pub mod frame;
 pub mod positions;
 
 use std::{
-    collections::{BTreeSet, HashMap, VecDeque},
+    collections::{BTreeMap, BTreeSet, HashMap, VecDeque},
     sync::{Arc, Mutex, MutexGuard},
     time::{Duration, Instant},
 };
@@ -103,9 +103,9 @@ struct Source {
     epochs: HashMap<u32, u64>,
     /// A failover sealed the owner: no frame of its is taken any more.
     sealed: bool,
-    /// Partitions whose copy the owner sends as a snapshot ([`Frame::resync`]): their
-    /// transactions are held until it arrives.
-    awaiting: BTreeSet<u32>,
+    /// Partitions whose copy the owner sends as a snapshot ([`Frame::resync`]), and when it
+    /// said so: their transactions are held until it arrives.
+    awaiting: BTreeMap<u32, Instant>,
     /// Where the owner's current stream began: a new stream's first frame sent again (its
     /// answer lost) begins there too.
     stream_start: Option<u64>,
@@ -208,6 +208,26 @@ impl Sources {
         Ok(Self { owners: Mutex::new(owners), untouched: positions.untouched })
     }
 
+    /// `owner`'s snapshot of `partition`, announced at `announced`, was taken in: an owner that
+    /// announced one before it will not send it (the partition was given away before it did:
+    /// only its owner sends its snapshot), so its transactions of the partition held until then
+    /// are dropped (the snapshot holds what they wrote), and those it sends later are applied
+    /// as any. An announcement made since is left waiting for its own snapshot. Each owner is
+    /// locked in turn, `owner` no longer.
+    fn supersede(&self, owner: &str, partition: u32, announced: Instant) {
+        let others: Vec<Arc<Mutex<Source>>> = {
+            let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            owners.iter().filter(|(o, _)| o.as_str() != owner).map(|(_, s)| Arc::clone(s)).collect()
+        };
+        for other in others {
+            let mut other = lock(&other);
+            if other.awaiting.get(&partition).is_some_and(|&earlier| earlier < announced) {
+                other.awaiting.remove(&partition);
+                other.tentative.retain(|t| t.tx.partition != partition);
+            }
+        }
+    }
+
     fn of(&self, owner: &str) -> Arc<Mutex<Source>> {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         let source = owners
@@ -247,7 +267,7 @@ pub fn receive(
         // The new stream's first frame again, with what followed (its answer was lost): the
         // stream goes on, and the partitions it announces since wait for their snapshots.
         let announced: Vec<u32> = frame.resync.iter().filter(|p| !source.resynced.contains(p)).copied().collect();
-        source.awaiting.extend(announced);
+        source.awaiting.extend(announced.into_iter().map(|p| (p, Instant::now())));
         frame.new_stream = false;
     }
     // A copy holding transactions of the owner's stream of before its own restart follows no
@@ -295,9 +315,10 @@ pub fn receive(
 /// replay applied what its log held, and its first resolved flush commits everything before).
 /// Refused ranges past `from` and the commit point belong to an earlier life of the owner's log.
 fn start_stream(source: &mut Source, frame: &Frame) {
-    source.awaiting = frame.resync.iter().copied().collect();
+    let now = Instant::now();
+    source.awaiting = frame.resync.iter().map(|&p| (p, now)).collect();
     let (awaiting, restored_end) = (&source.awaiting, source.restored_end.take().unwrap_or(0));
-    source.tentative.retain(|t| !awaiting.contains(&t.tx.partition) && t.tx.lsn >= restored_end);
+    source.tentative.retain(|t| !awaiting.contains_key(&t.tx.partition) && t.tx.lsn >= restored_end);
     source.resynced.clear();
     source.refused.retain(|&(_, to)| to <= frame.from);
     source.commit = frame.commit;
@@ -349,7 +370,7 @@ fn settle(source: &mut Source, commit: u64, all: bool, log: &CommitLog, apply: &
 /// ones before the earlier (a copy skips an insert below the `next_id` it holds, and would lose
 /// it).
 fn take_due(source: &mut Source, all: bool, now: Instant) -> Vec<Tentative> {
-    let committed = |t: &Tentative| t.tx.lsn < source.commit && !source.awaiting.contains(&t.tx.partition);
+    let committed = |t: &Tentative| t.tx.lsn < source.commit && !source.awaiting.contains_key(&t.tx.partition);
     // Each partition's committed transactions: how many, and when the first came (not needed
     // when all are applied).
     let mut gathered: HashMap<u32, (usize, Instant)> = HashMap::new();
@@ -372,7 +393,8 @@ fn take_due(source: &mut Source, all: bool, now: Instant) -> Vec<Tentative> {
 
 /// `partition`'s copy was just taken from the owner's snapshot, which holds every transaction
 /// of its log before `position`: those held are dropped, the later ones applied as far as the
-/// owner's log is committed.
+/// owner's log is committed. Snapshots of the partition announced earlier by other owners are
+/// not awaited any more ([`Sources::supersede`]).
 pub fn resynced(
     sources: &Sources,
     owner: &str,
@@ -381,15 +403,20 @@ pub fn resynced(
     log: &CommitLog,
     apply: &mut Apply<'_>,
 ) -> Result<()> {
-    let source = sources.of(owner);
-    let mut source = lock(&source);
-    if !source.awaiting.remove(&partition) {
-        return Err(Error::Replication(format!("`{owner}` announced no snapshot of partition {partition}")));
-    }
-    source.resynced.insert(partition);
-    source.tentative.retain(|t| t.tx.partition != partition || t.tx.lsn >= position);
-    let commit = source.commit;
-    settle(&mut source, commit, false, log, apply)
+    let announced = {
+        let source = sources.of(owner);
+        let mut source = lock(&source);
+        let Some(announced) = source.awaiting.remove(&partition) else {
+            return Err(Error::Replication(format!("`{owner}` announced no snapshot of partition {partition}")));
+        };
+        source.resynced.insert(partition);
+        source.tentative.retain(|t| t.tx.partition != partition || t.tx.lsn >= position);
+        let commit = source.commit;
+        settle(&mut source, commit, false, log, apply)?;
+        announced
+    };
+    sources.supersede(owner, partition, announced);
+    Ok(())
 }
 
 /// Applies `ready` (in log order) but the refused ones, which are cancelled here; `done` is
@@ -466,7 +493,7 @@ pub fn seal(sources: &Sources, owner: &str) -> Sealed {
     let source = sources.of(owner);
     let mut source = lock(&source);
     source.sealed = true;
-    Sealed { position: source.position, awaiting: source.awaiting.iter().copied().collect() }
+    Sealed { position: source.position, awaiting: source.awaiting.keys().copied().collect() }
 }
 
 /// If this node's copy of `partition`, kept for `owner`, follows the owner's stream (it took a
@@ -476,7 +503,7 @@ pub fn seal(sources: &Sources, owner: &str) -> Sealed {
 pub fn heard(sources: &Sources, owner: &str, partition: u32) -> Option<Duration> {
     let known = sources.owners.lock().unwrap_or_else(|p| p.into_inner()).get(owner).cloned()?;
     let source = lock(&known);
-    let heard = source.heard.filter(|_| !source.sealed && !source.awaiting.contains(&partition))?;
+    let heard = source.heard.filter(|_| !source.sealed && !source.awaiting.contains_key(&partition))?;
     // What the owner committed and this copy gathers, not applied yet, lags it too.
     let gathered = source.tentative.iter().find(|t| t.tx.partition == partition && t.tx.lsn < source.commit);
     Some(heard.elapsed().max(gathered.map_or(Duration::ZERO, |t| t.came.elapsed())))
@@ -573,7 +600,7 @@ pub fn hand_over(
 ) -> Result<()> {
     let source = sources.of(owner);
     let mut source = lock(&source);
-    let follows = !source.sealed && !source.awaiting.contains(&partition);
+    let follows = !source.sealed && !source.awaiting.contains_key(&partition);
     let held = source.position.filter(|_| follows);
     if held.is_none_or(|held| held < through) || source.commit < through {
         let held = held.map_or_else(|| "nothing it can count".to_owned(), |at| format!("up to {at}"));
