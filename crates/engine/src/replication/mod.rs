@@ -267,7 +267,9 @@ pub fn receive(
         // The new stream's first frame again, with what followed (its answer was lost): the
         // stream goes on, and the partitions it announces since wait for their snapshots.
         let announced: Vec<u32> = frame.resync.iter().filter(|p| !source.resynced.contains(p)).copied().collect();
-        source.awaiting.extend(announced.into_iter().map(|p| (p, Instant::now())));
+        for p in announced {
+            source.awaiting.entry(p).or_insert_with(Instant::now);
+        }
         frame.new_stream = false;
     }
     // A copy holding transactions of the owner's stream of before its own restart follows no
