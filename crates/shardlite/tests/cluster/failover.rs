@@ -191,6 +191,21 @@ fn restored(bin: &Path, replica: &Path, p: u32, scratch: &Path) -> Option<std::p
 
 /// Nodes n1, n2, n3 with short leases, each replicating to `DIR/replica-ID` with Litestream
 /// (and recording it), with `extra` flags.
+/// PUTs `value` at `url` until it is acknowledged (201). A node whose lease lapsed (2 s, on a
+/// machine busy with other tests) is fenced until it registers again, and refuses writes
+/// meanwhile with 503, not doing them; any other answer fails, as does a 503 past [`PATIENCE`].
+async fn put_acknowledged(http: &reqwest::Client, url: String, value: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let put = http.put(&url).body(value.to_owned()).send().await.unwrap();
+        match put.status().as_u16() {
+            201 => return,
+            503 if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            status => panic!("PUT {url}: {status} {}", put.text().await.unwrap_or_default()),
+        }
+    }
+}
+
 async fn replicating(
     etcd: &etcd::Etcd,
     dir: &Path,
@@ -219,8 +234,7 @@ async fn a_dead_node_is_failed_over_by_the_command_which_reports_each_partition(
     let etcd = etcd::Etcd::start(&bin, dir.path()).await;
     let (mut nodes, mut replicators) = replicating(&etcd, dir.path(), &litestream, &[]).await;
     let marker = key_of(&nodes, 7, "marker");
-    let put = client().put(nodes.server("n1").kv(&marker)).body("marker").send().await.unwrap();
-    assert_eq!(put.status(), 201);
+    put_acknowledged(&client(), nodes.server("n1").kv(&marker), "marker").await;
     let (replica, scratch) = (dir.path().join("replica-n3"), dir.path().to_owned());
     until("the marker reaches n3's replica", || {
         let (litestream, replica, marker, scratch) =
@@ -293,15 +307,13 @@ async fn a_killed_node_is_failed_over_from_its_replica_and_comes_back_forwarding
     for i in 0..KEYS * 2 {
         let via = nodes.server(["n1", "n2", "n3"][i as usize % 3]);
         let value = format!("value-{i}");
-        let put = http.put(via.kv(&key(i))).body(value.clone()).send().await.unwrap();
-        assert_eq!(put.status(), 201, "key {i}");
+        put_acknowledged(&http, via.kv(&key(i)), &value).await;
         acked.insert(key(i), value);
     }
     let replica = dir.path().join("replica-n3");
     for p in [6, 7] {
         let marker = key_of(&nodes, p, "marker");
-        let put = http.put(nodes.server("n1").kv(&marker)).body("marker").send().await.unwrap();
-        assert_eq!(put.status(), 201);
+        put_acknowledged(&http, nodes.server("n1").kv(&marker), "marker").await;
         let scratch = dir.path().to_owned();
         let (litestream, replica) = (litestream.clone(), replica.clone());
         until("the marker reaches n3's replica", || {
@@ -353,8 +365,7 @@ async fn a_killed_node_is_failed_over_from_its_replica_and_comes_back_forwarding
 
     // n3 comes back on its old data: it reads the map and forwards partitions 6 and 7.
     let changed = key_of(&nodes, 6, "fence");
-    let put = http.put(n1.kv(&changed)).body("after the failover").send().await.unwrap();
-    assert_eq!(put.status(), 201);
+    put_acknowledged(&http, n1.kv(&changed), "after the failover").await;
     nodes.start(&etcd, "n3", dir.path(), &["--lease-ttl", LEASE_TTL]).await;
     let got = http.get(nodes.server("n3").kv(&changed)).send().await.unwrap();
     assert_eq!(got.text().await.unwrap(), "after the failover", "served by the new owner");
