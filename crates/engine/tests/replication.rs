@@ -366,22 +366,11 @@ fn a_copy_that_was_behind_is_brought_up_to_date_from_snapshots_while_writes_go_o
     owner.put(&key(500), value(500, 1), Condition::None).unwrap();
     for p in 0..4 {
         let position = owner.copy_position().unwrap();
-        let mut stream = Vec::new();
-        owner
-            .send_copy(p, 1 << 16, |piece| {
-                stream.push(piece);
-                Ok(())
-            })
-            .unwrap();
+        let stream = snapshot(&owner, p);
         // Writes after the snapshot reach the copy before the snapshot does.
         owner.put(&key(600 + p), value(600 + p, 1), Condition::None).unwrap();
         owner.put(&key(p), value(p, 3), Condition::None).unwrap();
-        let mut adoption = copy.adopt(p, shardlite_engine::MovePart::Copy).unwrap();
-        for piece in &stream {
-            adoption.push(&copy, piece).unwrap();
-        }
-        adoption.finish(&copy).unwrap();
-        copy.resynced("owner", p, position).unwrap();
+        take_snapshot(&copy, "owner", p, &stream, position);
     }
     direct.settle(log_end(&owner));
     assert_same(&copy, &owner, "the copy brought up from snapshots");
@@ -668,20 +657,26 @@ fn announce(copy: &Store, owner: &str, partition: u32) {
     assert_eq!(copy.receive(owner, at).unwrap(), Receipt::Held { position: 0 });
 }
 
-/// Takes `from`'s current copy of `partition` in as `owner`'s snapshot.
-fn take_snapshot(copy: &Store, owner: &str, from: &Store, partition: u32) {
+/// `from`'s snapshot of `partition` now, as the pieces its transfer stream sends.
+fn snapshot(from: &Store, partition: u32) -> Vec<Vec<u8>> {
     let mut stream = Vec::new();
     from.send_copy(partition, 1 << 16, |piece| {
         stream.push(piece);
         Ok(())
     })
     .unwrap();
+    stream
+}
+
+/// Takes `stream` in as `owner`'s snapshot of `partition`, which holds its log before
+/// `position`.
+fn take_snapshot(copy: &Store, owner: &str, partition: u32, stream: &[Vec<u8>], position: u64) {
     let mut adoption = copy.adopt(partition, shardlite_engine::MovePart::Copy).unwrap();
-    for piece in &stream {
+    for piece in stream {
         adoption.push(copy, piece).unwrap();
     }
     adoption.finish(copy).unwrap();
-    copy.resynced(owner, partition, 0).unwrap();
+    copy.resynced(owner, partition, position).unwrap();
 }
 
 /// An owner announced a snapshot of a partition and gave the partition away before it sent it
@@ -708,7 +703,7 @@ fn a_snapshot_from_a_later_owner_supersedes_one_announced_before_by_another() {
 
     // p's next owner, `next`, announces its snapshot and sends it.
     announce(&copy, "next", p);
-    take_snapshot(&copy, "next", &owner, p);
+    take_snapshot(&copy, "next", p, &snapshot(&owner, p), 0);
     copy.hand_over("owner", p, through, None).expect("the owner's announcement of p is superseded");
     assert_eq!(records(&copy)[p as usize], records(&owner)[p as usize]);
 
@@ -716,7 +711,7 @@ fn a_snapshot_from_a_later_owner_supersedes_one_announced_before_by_another() {
     announce(&copy, "next", q);
     new_stream(q);
     owner.put(&key(q_key), value(q_key, 1), Condition::None).unwrap();
-    take_snapshot(&copy, "next", &owner, q);
+    take_snapshot(&copy, "next", q, &snapshot(&owner, q), 0);
     direct.settle(log_end(&owner));
     let refused = copy.hand_over("owner", q, log_end(&owner), None);
     assert!(refused.is_err(), "the owner's later announcement of q still waits for its snapshot");
