@@ -1,11 +1,19 @@
 //! A TCP proxy that delays what it forwards ([`serve`]): each connection accepted on a listening
 //! address is joined to a target, and every chunk read in either direction is written to the
-//! other side `delay` after it was read, in order. A round trip through it takes at least twice
-//! `delay` more than without it (tokio's timer rounds each wait up to the next millisecond).
+//! other side `delay` after it was read, in order. A round trip through it takes twice `delay`
+//! more than without it, give or take the scheduler's slack: the waits are timed by a thread of
+//! its own ([`Alarm`]), not by tokio's timer, which rounds each up to the next millisecond and
+//! made a 1 ms delay about 2.2 ms.
 //! The cluster's measurements put one in front of each node, so that every hop to a node is
 //! slower than loopback (this machine's kernel has no `netem`).
 
-use std::{net::SocketAddr, time::Duration};
+use std::{
+    cmp::Ordering,
+    collections::BinaryHeap,
+    net::SocketAddr,
+    sync::{Arc, Condvar, Mutex, OnceLock},
+    time::{Duration, Instant},
+};
 
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -13,8 +21,7 @@ use tokio::{
         tcp::{OwnedReadHalf, OwnedWriteHalf},
         TcpListener, TcpStream,
     },
-    sync::mpsc,
-    time::Instant,
+    sync::{mpsc, oneshot},
 };
 
 /// Bytes read at once.
@@ -52,7 +59,9 @@ async fn forward(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duratio
     };
     let writing = async move {
         while let Some((at, chunk)) = due.recv().await {
-            tokio::time::sleep_until(at).await;
+            if at > Instant::now() && alarm().at(at).await.is_err() {
+                break;
+            }
             if to.write_all(&chunk).await.is_err() {
                 break;
             }
@@ -60,6 +69,91 @@ async fn forward(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duratio
         let _ = to.shutdown().await;
     };
     tokio::join!(reading, writing);
+}
+
+/// The process's [`Alarm`], started at its first use.
+fn alarm() -> &'static Alarm {
+    static ALARM: OnceLock<Arc<Alarm>> = OnceLock::new();
+    ALARM.get_or_init(|| {
+        let alarm = Arc::new(Alarm::default());
+        let runs = Arc::clone(&alarm);
+        std::thread::Builder::new()
+            .name("delay-alarm".into())
+            .spawn(move || runs.run())
+            .expect("a thread for the proxy's alarm");
+        alarm
+    })
+}
+
+/// Wakes waiting tasks at their instants: one thread sleeping until the earliest is due on a
+/// condition variable (a futex with a precise timeout), then waking every one due.
+#[derive(Default)]
+struct Alarm {
+    /// Who waits, earliest first, and how many were ever queued (ties go in that order).
+    queue: Mutex<(BinaryHeap<Due>, u64)>,
+    earlier: Condvar,
+}
+
+/// One task's wait: woken at `at`.
+struct Due {
+    at: Instant,
+    seq: u64,
+    wake: oneshot::Sender<()>,
+}
+
+impl Ord for Due {
+    /// Earliest first in a max-heap: the order reversed.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Due {}
+
+impl Alarm {
+    /// Answers at `at`.
+    fn at(&self, at: Instant) -> oneshot::Receiver<()> {
+        let (wake, woken) = oneshot::channel();
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = queue.1;
+        queue.1 += 1;
+        let first = queue.0.peek().is_none_or(|d| at < d.at);
+        queue.0.push(Due { at, seq, wake });
+        drop(queue);
+        if first {
+            self.earlier.notify_one();
+        }
+        woken
+    }
+
+    fn run(&self) {
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let now = Instant::now();
+            queue = match queue.0.peek().map(|d| d.at) {
+                None => self.earlier.wait(queue).unwrap_or_else(|p| p.into_inner()),
+                Some(at) if at <= now => {
+                    if let Some(due) = queue.0.pop() {
+                        let _ = due.wake.send(());
+                    }
+                    queue
+                }
+                Some(at) => self.earlier.wait_timeout(queue, at - now).unwrap_or_else(|p| p.into_inner()).0,
+            };
+        }
+    }
 }
 
 #[cfg(test)]
@@ -94,5 +188,40 @@ mod tests {
         });
         assert!(started.elapsed() >= 2 * delay, "{:?}", started.elapsed());
         assert_eq!(back, sent);
+    }
+
+    #[tokio::test]
+    async fn the_alarm_wakes_each_waiter_at_its_instant_not_behind_later_ones() {
+        let alarm = alarm();
+        let start = Instant::now();
+        let offsets = [300, 0, 150, 0];
+        let waits = offsets.map(|ms| {
+            let at = start + Duration::from_millis(ms);
+            let wait = alarm.at(at);
+            async move {
+                wait.await.unwrap();
+                (Instant::now(), at)
+            }
+        });
+        let woken = futures_join(waits.into()).await;
+        for (when, at) in &woken {
+            assert!(when >= at, "woken {:?} before its instant", *at - *when);
+        }
+        let latest = start + Duration::from_millis(300);
+        for (ms, (when, _)) in offsets.iter().zip(&woken).filter(|(ms, _)| **ms < 300) {
+            assert!(*when < latest, "the wait of {ms} ms was held until the latest instant");
+        }
+    }
+
+    /// Awaits every future, each on a task of its own.
+    async fn futures_join<T: Send + 'static>(
+        futures: Vec<impl std::future::Future<Output = T> + Send + 'static>,
+    ) -> Vec<T> {
+        let tasks: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+        let mut out = Vec::new();
+        for task in tasks {
+            out.push(task.await.unwrap());
+        }
+        out
     }
 }
