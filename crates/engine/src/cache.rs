@@ -7,9 +7,14 @@
 //! like a sequence lock: odd while a commit is under way (the keys it wrote removed first), and a
 //! read fills the cache only if the generation is the same even number it saw before it read
 //! SQLite. Tested below and in `tests/cache.rs` (concurrent readers and writers).
+//!
+//! A full cache that few reads hit (data much larger than it, read evenly) gains nothing from
+//! caching every miss: each fill evicts an entry as unlikely to be read again, and costs more
+//! than the hits it brings. Then only one miss in [`SAMPLED_ONE_IN`] is cached: the cache stays
+//! full of as good a sample, at a fraction of the work. Looked at again every [`WINDOW`] misses.
 
 use std::sync::{
-    atomic::{AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU64, Ordering},
     Mutex,
 };
 
@@ -25,6 +30,15 @@ const ENTRY_OVERHEAD: u64 = 160;
 
 /// Average entry size assumed when sizing the table up front.
 const ESTIMATED_ENTRY: u64 = 256;
+
+/// Misses between two looks at whether fills are sampled.
+const WINDOW: u64 = 1 << 16;
+/// Fills are sampled while the cache is at least this full (percent of its bytes)...
+const FULL_PCT: u64 = 90;
+/// ... and fewer than this share of the reads in the last window hit it (percent).
+const FEW_HITS_PCT: u64 = 20;
+/// While sampled, one miss in this many is cached.
+const SAMPLED_ONE_IN: u64 = 8;
 
 #[derive(Debug, Clone)]
 struct Bytes;
@@ -43,6 +57,12 @@ pub struct RecordCache {
     generations: Vec<Mutex<u64>>,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// The hits counted when the current window of misses began.
+    window_hits: AtomicU64,
+    /// Only one miss in [`SAMPLED_ONE_IN`] is cached.
+    sampled: AtomicBool,
+    /// Fills asked for while sampled.
+    offered: AtomicU64,
 }
 
 /// Hits and misses so far, and the size now.
@@ -66,15 +86,42 @@ impl RecordCache {
             generations: (0..partitions).map(|_| Mutex::new(0)).collect(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            window_hits: AtomicU64::new(0),
+            sampled: AtomicBool::new(false),
+            offered: AtomicU64::new(0),
         })
     }
 
     /// The cached record of `key`, counting a hit or a miss.
     pub fn get(&self, key: &[u8]) -> Option<Record> {
         let found = self.records.get(key);
-        let counter = if found.is_some() { &self.hits } else { &self.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
+        match found {
+            Some(_) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                if (self.misses.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(WINDOW) {
+                    self.window_ended();
+                }
+            }
+        }
         found
+    }
+
+    /// A window of [`WINDOW`] misses ended: fills are sampled for the next one if the cache is
+    /// full and few of the window's reads hit it.
+    fn window_ended(&self) {
+        let hits = self.hits.load(Ordering::Relaxed);
+        let window_hits = hits.saturating_sub(self.window_hits.swap(hits, Ordering::Relaxed));
+        let full = self.records.weight() * 100 >= self.records.capacity() * FULL_PCT;
+        let few_hits = window_hits * 100 < (window_hits + WINDOW) * FEW_HITS_PCT;
+        self.sampled.store(full && few_hits, Ordering::Relaxed);
+    }
+
+    /// Whether this fill is one of those sampled out.
+    fn sampled_out(&self) -> bool {
+        self.sampled.load(Ordering::Relaxed)
+            && !self.offered.fetch_add(1, Ordering::Relaxed).is_multiple_of(SAMPLED_ONE_IN)
     }
 
     /// Whether the cache holds `key` (neither a hit nor a miss: nobody reads the record).
@@ -88,8 +135,11 @@ impl RecordCache {
     }
 
     /// Caches what a read found, if no commit of partition `p` began or was under way since
-    /// `generation` was noted.
+    /// `generation` was noted (and it is not sampled out).
     pub fn fill(&self, p: u32, generation: u64, key: &[u8], record: &Record) {
+        if self.sampled_out() {
+            return;
+        }
         let current = self.lock(p);
         if *current == generation && generation.is_multiple_of(2) {
             self.records.insert(key.to_vec(), record.clone());
@@ -159,6 +209,33 @@ mod tests {
         assert_eq!(cache.get(&key), None, "a commit writing the key removes it");
         cache.commit_ended(0);
         assert_eq!((cache.stats().hits, cache.stats().misses), (2, 2));
+    }
+
+    #[test]
+    fn a_full_cache_that_few_reads_hit_caches_a_sample_of_its_misses() {
+        let cache = RecordCache::new(64 * 1024, 1).unwrap();
+        let absent = |cache: &RecordCache, n: u64| (0..n).for_each(|i| assert!(cache.get(&i.to_le_bytes()).is_none()));
+        let cached = |cache: &RecordCache, keys: std::ops::Range<u32>| {
+            keys.filter(|i| {
+                cache.fill(0, 0, &i.to_be_bytes(), &record(1));
+                cache.holds(&i.to_be_bytes())
+            })
+            .count()
+        };
+        absent(&cache, WINDOW);
+        assert_eq!(cached(&cache, 0..100), 100, "not full yet: every miss is cached, hits or none");
+        cached(&cache, 100..10_000);
+        absent(&cache, WINDOW);
+        let sampled = cached(&cache, 10_000..10_800);
+        assert_eq!(sampled, 800 / SAMPLED_ONE_IN as usize, "full, no hits: one miss in {SAMPLED_ONE_IN}");
+        // Reads hit again, half of them: every miss is cached again.
+        let hot = 10_000u32.to_be_bytes();
+        cache.fill(0, 0, &hot, &record(1));
+        for i in 0..WINDOW {
+            assert!(cache.get(&i.to_le_bytes()).is_none());
+            assert!(cache.get(&hot).is_some());
+        }
+        assert_eq!(cached(&cache, 20_000..20_100), 100);
     }
 
     #[test]
