@@ -40,7 +40,6 @@ pub(super) fn partitions_of(dir: &Path) -> (Vec<Vec<Held>>, bool) {
     (records, sound)
 }
 
-/// Nodes n1, n2 and n3 of a map with 3 copies of each partition and acks 2, started with `serve`.
 /// Sends `put` until enough copies hold it, and its last answer's status: a write refused 503
 /// (`unreplicated`: the copy it waits for did not answer within the short replication timeout
 /// these tests set, as when a flush stalls on a busy disk) was rolled back, and is sent again,
@@ -56,6 +55,7 @@ async fn held(put: reqwest::RequestBuilder) -> reqwest::StatusCode {
     }
 }
 
+/// Nodes n1, n2 and n3 of a map with 3 copies of each partition and acks 2, started with `serve`.
 pub(super) async fn three_copies(etcd: &etcd::Etcd, dir: &Path, serve: &[&str]) -> Nodes {
     let mut nodes = Nodes::init_with(etcd, &["n1", "n2", "n3"], &[], "http", &["--copies", "3", "--acks", "2"]);
     for id in ["n1", "n2", "n3"] {
