@@ -246,77 +246,63 @@ mod tests {
 
     use super::*;
 
-    /// A partition's writer, watched as a serving partition's is, and a read pool on it.
-    struct Watched {
-        _dir: tempfile::TempDir,
-        writer: Connection,
-        commits: Commits,
-        pool: ReadPool,
-    }
-
-    impl Watched {
-        fn new() -> Self {
-            let dir = tempfile::tempdir().unwrap();
-            let (path, config) = (dir.path().join("p.db"), Config::default());
-            let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
-            let commits = Commits::default();
-            sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
-            let pool = ReadPool::new(path, &config, Some(Arc::clone(&commits)));
-            Self { _dir: dir, writer, commits, pool }
-        }
-
-        /// The records, read by a lookup.
-        fn count(&self) -> i64 {
-            self.pool.lookup(|c| Ok(c.query_row("SELECT count(*) FROM records", [], |r| r.get(0))?)).unwrap()
-        }
-
-        fn insert(&self, id: i64) {
-            let sql = "INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, 1, x'00')";
-            self.writer.execute(sql, rusqlite::params![id, id.to_be_bytes()]).unwrap();
-        }
-
-        /// Whether the idle connection kept its read transaction.
-        fn kept(&self) -> bool {
-            !self.pool.slots.lock().unwrap().idle[0].conn.is_autocommit()
-        }
-    }
-
     /// A connection keeps its read transaction only while nothing is committed: a lookup after
     /// a commit sees it; and once the idle connections end theirs, a checkpoint copies every
     /// frame.
     #[test]
     fn a_kept_read_transaction_sees_every_commit_and_gives_way_to_checkpoints() {
-        let w = Watched::new();
+        let dir = tempfile::tempdir().unwrap();
+        let (path, config) = (dir.path().join("p.db"), Config::default());
+        let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
+        let commits = Commits::default();
+        sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
+        let pool = ReadPool::new(path, &config, Some(commits));
+        let count = || pool.lookup(|c| Ok(c.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?));
+        let insert = |id: i64| {
+            let sql = "INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, 1, x'00')";
+            writer.execute(sql, rusqlite::params![id, id.to_be_bytes()]).unwrap();
+        };
         for id in 1..=3 {
-            w.insert(id);
-            assert_eq!(w.count(), id, "a lookup sees the commit before it");
-            assert_eq!(w.count(), id);
+            insert(id);
+            assert_eq!(count().unwrap(), id, "a lookup sees the commit before it");
+            assert_eq!(count().unwrap(), id);
         }
-        assert!(w.kept(), "the read transaction was kept");
-        w.insert(4);
-        assert!(!sql::checkpoint_passive(&w.writer).unwrap(), "the idle connection's read holds frames back");
-        w.pool.end_idle_reads();
-        assert!(sql::checkpoint_passive(&w.writer).unwrap());
-        assert_eq!(w.count(), 4);
+        assert!(!pool.slots.lock().unwrap().idle[0].conn.is_autocommit(), "the read transaction was kept");
+        insert(4);
+        assert!(!sql::checkpoint_passive(&writer).unwrap(), "the idle connection's read holds frames back");
+        pool.end_idle_reads();
+        assert!(sql::checkpoint_passive(&writer).unwrap());
+        assert_eq!(count().unwrap(), 4);
     }
 
     /// A read transaction begun while a commit is under way (counted as begun, not yet as
     /// ended) is not kept: its snapshot may lack that commit, and no later count would say so.
     #[test]
     fn no_read_transaction_begun_while_a_commit_is_under_way_is_kept() {
-        let w = Watched::new();
-        w.insert(1);
-        assert_eq!(w.commits.begun.load(Ordering::Relaxed), w.commits.ended.load(Ordering::Relaxed));
-        assert_eq!(w.count(), 1);
-        assert!(w.kept(), "no commit under way: the read transaction is kept");
+        let dir = tempfile::tempdir().unwrap();
+        let (path, config) = (dir.path().join("p.db"), Config::default());
+        let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
+        let commits = Commits::default();
+        sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
+        let pool = ReadPool::new(path, &config, Some(Arc::clone(&commits)));
+        let count = || pool.lookup(|c| Ok(c.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?));
+        let kept = || !pool.slots.lock().unwrap().idle[0].conn.is_autocommit();
+        let insert = |id: i64| {
+            let sql = "INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, 1, x'00')";
+            writer.execute(sql, rusqlite::params![id, id.to_be_bytes()]).unwrap();
+        };
+        insert(1);
+        assert_eq!(commits.begun.load(Ordering::Relaxed), commits.ended.load(Ordering::Relaxed));
+        assert_eq!(count().unwrap(), 1);
+        assert!(kept(), "no commit under way: the read transaction is kept");
         // A commit under way: its hook counted it as begun, the WAL hook not yet as ended.
-        w.commits.begun.fetch_add(1, Ordering::AcqRel);
-        assert_eq!(w.count(), 1);
-        assert!(!w.kept(), "its snapshot may lack the commit under way");
-        w.commits.ended.store(w.commits.begun.load(Ordering::Acquire), Ordering::Release);
-        w.insert(2);
-        assert_eq!(w.count(), 2, "a lookup after the commit sees it");
-        assert!(w.kept());
+        commits.begun.fetch_add(1, Ordering::AcqRel);
+        assert_eq!(count().unwrap(), 1);
+        assert!(!kept(), "its snapshot may lack the commit under way");
+        commits.ended.store(commits.begun.load(Ordering::Acquire), Ordering::Release);
+        insert(2);
+        assert_eq!(count().unwrap(), 2, "a lookup after the commit sees it");
+        assert!(kept());
     }
 
     /// Outside WAL mode (no commit count), every statement reads in a transaction of its own.
