@@ -178,7 +178,7 @@ impl Partition {
         let db_path = layout.db(id);
         let mut conn = sql::open_writer(&db_path, config, manifest.index)?;
         let wal_pages = Arc::new(AtomicU32::new(0));
-        let commits = (config.journal == crate::JournalMode::Wal).then(readers::Commits::default);
+        let commits = (config.journal == crate::JournalMode::Wal).then(|| Arc::new(AtomicU64::new(0)));
         if let Some(commits) = &commits {
             sql::watch_wal(&mut conn, Arc::clone(&wal_pages), Arc::clone(commits))?;
         }

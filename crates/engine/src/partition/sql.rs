@@ -14,7 +14,7 @@
 
 use std::{
     sync::{
-        atomic::{AtomicU32, Ordering},
+        atomic::{AtomicU32, AtomicU64, Ordering},
         Arc,
     },
     time::Duration,
@@ -22,7 +22,6 @@ use std::{
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
-use super::readers::Commits;
 use crate::{
     config::{IndexMode, JournalMode, Synchronous, TxMode},
     Config, Result,
@@ -472,19 +471,13 @@ pub fn quick_check(conn: &Connection) -> Result<String> {
 
 /// Replaces SQLite's automatic checkpoint (which runs inside COMMIT, delaying every waiter of
 /// that commit) with a hook that only records, after each commit has taken place, the WAL's
-/// size in pages and that the commit ended; the checkpointer thread checkpoints once it passes
-/// the threshold ([`checkpoint_passive`]). With the commit hook, which counts each commit as it
-/// begins (before another connection can see it), lookups know whether their read transaction
-/// is still current ([`super::readers`]).
-pub fn watch_wal(conn: &mut Connection, pages: Arc<AtomicU32>, commits: Commits) -> Result<()> {
-    let begins = Arc::clone(&commits);
-    conn.commit_hook(Some(move || {
-        begins.begun.fetch_add(1, Ordering::AcqRel);
-        false
-    }))?;
+/// size in pages and one more commit; the checkpointer thread checkpoints once it passes the
+/// threshold ([`checkpoint_passive`]), and lookups know whether their read transaction is
+/// still current ([`super::readers`]).
+pub fn watch_wal(conn: &mut Connection, pages: Arc<AtomicU32>, commits: Arc<AtomicU64>) -> Result<()> {
     conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, n: std::os::raw::c_int| {
         pages.store(n.max(0) as u32, Ordering::Relaxed);
-        commits.ended.store(commits.begun.load(Ordering::Acquire), Ordering::Release);
+        commits.fetch_add(1, Ordering::Release);
         Ok(())
     }))?;
     Ok(())
