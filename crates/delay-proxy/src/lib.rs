@@ -89,22 +89,21 @@ fn alarm() -> &'static Alarm {
 /// condition variable (a futex with a precise timeout), then waking every one due.
 #[derive(Default)]
 struct Alarm {
-    /// Who waits, earliest first, and how many were ever queued (ties go in that order).
-    queue: Mutex<(BinaryHeap<Due>, u64)>,
+    /// Who waits, earliest first.
+    queue: Mutex<BinaryHeap<Due>>,
     earlier: Condvar,
 }
 
 /// One task's wait: woken at `at`.
 struct Due {
     at: Instant,
-    seq: u64,
     wake: oneshot::Sender<()>,
 }
 
 impl Ord for Due {
     /// Earliest first in a max-heap: the order reversed.
     fn cmp(&self, other: &Self) -> Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
+        other.at.cmp(&self.at)
     }
 }
 
@@ -116,7 +115,7 @@ impl PartialOrd for Due {
 
 impl PartialEq for Due {
     fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
+        self.at == other.at
     }
 }
 
@@ -127,10 +126,8 @@ impl Alarm {
     fn at(&self, at: Instant) -> oneshot::Receiver<()> {
         let (wake, woken) = oneshot::channel();
         let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let seq = queue.1;
-        queue.1 += 1;
-        let first = queue.0.peek().is_none_or(|d| at < d.at);
-        queue.0.push(Due { at, seq, wake });
+        let first = queue.peek().is_none_or(|d| at < d.at);
+        queue.push(Due { at, wake });
         drop(queue);
         if first {
             self.earlier.notify_one();
@@ -142,10 +139,10 @@ impl Alarm {
         let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             let now = Instant::now();
-            queue = match queue.0.peek().map(|d| d.at) {
+            queue = match queue.peek().map(|d| d.at) {
                 None => self.earlier.wait(queue).unwrap_or_else(|p| p.into_inner()),
                 Some(at) if at <= now => {
-                    if let Some(due) = queue.0.pop() {
+                    if let Some(due) = queue.pop() {
                         let _ = due.wake.send(());
                     }
                     queue

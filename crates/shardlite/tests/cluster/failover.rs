@@ -189,23 +189,31 @@ fn restored(bin: &Path, replica: &Path, p: u32, scratch: &Path) -> Option<std::p
     restored.status.success().then_some(out)
 }
 
-/// Nodes n1, n2, n3 with short leases, each replicating to `DIR/replica-ID` with Litestream
-/// (and recording it), with `extra` flags.
-/// PUTs `value` at `url` until it is acknowledged (201). A node whose lease lapsed (2 s, on a
-/// machine busy with other tests) is fenced until it registers again, and refuses writes
-/// meanwhile with 503, not doing them; any other answer fails, as does a 503 past [`PATIENCE`].
-async fn put_acknowledged(http: &reqwest::Client, url: String, value: &str) {
+/// Sends `put` again while it is refused 503, for at most [`PATIENCE`]; its last answer. A
+/// refused write was not done: a node whose lease lapsed (2 s, on a machine busy with other
+/// tests) is fenced until it registers again, and a write too few copies held in a short
+/// replication timeout (a flush stalled on a busy disk) is rolled back.
+pub(super) async fn past_503(put: reqwest::RequestBuilder) -> reqwest::Response {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        let put = http.put(&url).body(value.to_owned()).send().await.unwrap();
-        match put.status().as_u16() {
-            201 => return,
-            503 if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
-            status => panic!("PUT {url}: {status} {}", put.text().await.unwrap_or_default()),
+        let answer = put.try_clone().unwrap().send().await.unwrap();
+        if answer.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE || Instant::now() >= deadline {
+            return answer;
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
+/// PUTs `value` at `url` until it is acknowledged (201), past 503s ([`past_503`]); any other
+/// answer fails.
+async fn put_acknowledged(http: &reqwest::Client, url: String, value: &str) {
+    let put = past_503(http.put(&url).body(value.to_owned())).await;
+    let status = put.status();
+    assert_eq!(status, 201, "PUT {url}: {status} {}", put.text().await.unwrap_or_default());
+}
+
+/// Nodes n1, n2, n3 with short leases, each replicating to `DIR/replica-ID` with Litestream
+/// (and recording it), with `extra` flags.
 async fn replicating(
     etcd: &etcd::Etcd,
     dir: &Path,

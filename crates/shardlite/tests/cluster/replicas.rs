@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, path::Path};
 use serde_json::Value;
 use shardlite_engine::{Config, Store};
 
-use super::{etcd, initial_owner, key, Nodes};
+use super::{etcd, failover::past_503, initial_owner, key, Nodes};
 use crate::common::client;
 
 /// A record as `(id, counter, key, value)`.
@@ -38,21 +38,6 @@ pub(super) fn partitions_of(dir: &Path) -> (Vec<Vec<Held>>, bool) {
     }
     store.close();
     (records, sound)
-}
-
-/// Sends `put` until enough copies hold it, and its last answer's status: a write refused 503
-/// (`unreplicated`: the copy it waits for did not answer within the short replication timeout
-/// these tests set, as when a flush stalls on a busy disk) was rolled back, and is sent again,
-/// for at most a minute.
-async fn held(put: reqwest::RequestBuilder) -> reqwest::StatusCode {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let status = put.try_clone().unwrap().send().await.unwrap().status();
-        if status != reqwest::StatusCode::SERVICE_UNAVAILABLE || std::time::Instant::now() >= deadline {
-            return status;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
 }
 
 /// Nodes n1, n2 and n3 of a map with 3 copies of each partition and acks 2, started with `serve`.
@@ -133,7 +118,7 @@ async fn every_write_is_on_two_copies_before_its_answer_and_the_copies_end_ident
     assert!(stale.headers().get("shardlite-copy").is_none() && !stale.status().is_success(), "the owner is dead");
     let living = |i: &u32| initial_owner(nodes.partition(&key(*i))) != "n3";
     for i in (200..260).filter(living) {
-        let put = held(http.put(nodes.server("n1").kv(&key(i))).body(format!("v{i}"))).await;
+        let put = past_503(http.put(nodes.server("n1").kv(&key(i))).body(format!("v{i}"))).await.status();
         assert_eq!(put, 201, "key {i}: n3 is down, but two copies hold it");
     }
 
@@ -407,7 +392,9 @@ async fn a_replica_killed_while_writes_land_is_brought_up_to_date_when_it_return
         let mine: Vec<u32> = keys.iter().copied().skip(w).step_by(8).collect();
         tokio::spawn(async move {
             for i in mine {
-                let put = held(http.put(format!("{via}/kv/{}", hex::encode(key(i)))).body(format!("w{i}"))).await;
+                let put = past_503(http.put(format!("{via}/kv/{}", hex::encode(key(i)))).body(format!("w{i}")))
+                    .await
+                    .status();
                 assert!(put.is_success(), "key {i}: two copies are alive");
             }
         })
@@ -529,7 +516,7 @@ async fn a_copy_that_missed_writes_before_its_owner_restarted_is_brought_up_to_d
     // then n1 restarts, and n2 answers again. n1's frames for n2 went with its old process.
     let n2 = pause(&nodes, "n2");
     for i in (0..300).filter(of_n1) {
-        let put = held(http.put(nodes.server("n1").kv(&key(i))).body(format!("w{i}"))).await;
+        let put = past_503(http.put(nodes.server("n1").kv(&key(i))).body(format!("w{i}"))).await.status();
         assert!(put.is_success(), "key {i}: n1 and n3 hold it");
     }
     assert!(nodes.servers.remove("n1").unwrap().stop().success(), "n1 stops cleanly");
@@ -563,7 +550,7 @@ async fn an_owner_stopping_cleanly_waits_for_its_copies_which_then_need_no_snaps
     // while n1 is stopping.
     let n2 = pause(&nodes, "n2");
     for i in (0..200).filter(of_n1) {
-        assert!(held(put(i, "v2")).await.is_success(), "key {i}: n1 and n3 hold it");
+        assert!(past_503(put(i, "v2")).await.status().is_success(), "key {i}: n1 and n3 hold it");
     }
     let stopping = nodes.servers.remove("n1").unwrap();
     let stopping = std::thread::spawn(move || stopping.stop());
@@ -640,7 +627,7 @@ async fn copies_added_later_are_brought_up_to_date_and_then_hold_writes() {
     let (done, said) = set_copies(&etcd, &["--copies", "3", "--acks", "1"]);
     assert!(done, "{said}");
     for &i in &keys {
-        assert!(held(put(i, "v2")).await.is_success(), "key {i}: writes go on");
+        assert!(past_503(put(i, "v2")).await.status().is_success(), "key {i}: writes go on");
     }
     until_none_stale(&n1).await;
     let (done, said) = set_copies(&etcd, &["--copies", "3", "--acks", "2"]);
@@ -651,7 +638,7 @@ async fn copies_added_later_are_brought_up_to_date_and_then_hold_writes() {
     .await;
     assert!(nodes.servers.remove("n2").unwrap().stop().success());
     for &i in &keys {
-        assert!(held(put(i, "v3")).await.is_success(), "key {i}: n1 and n3 hold it");
+        assert!(past_503(put(i, "v3")).await.status().is_success(), "key {i}: n1 and n3 hold it");
     }
     for id in ["n1", "n3"] {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
@@ -684,7 +671,7 @@ async fn a_copy_moved_to_a_spare_node_is_brought_up_to_date_and_holds_writes() {
     let moved = super::shardlite(&["cluster", "move", "0", "n4", "--copy-from", "n3", "--etcd", &etcd.endpoints]);
     assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
     for &i in &keys {
-        assert!(held(put(i, "v2")).await.is_success(), "key {i}: n1 and n2 hold it");
+        assert!(past_503(put(i, "v2")).await.status().is_success(), "key {i}: n1 and n2 hold it");
     }
     until_none_stale(&n1).await;
     // Moved back to n3 and again to n4: each time stale, then brought up to date.
@@ -695,7 +682,7 @@ async fn a_copy_moved_to_a_spare_node_is_brought_up_to_date_and_holds_writes() {
     }
     assert!(nodes.servers.remove("n2").unwrap().stop().success());
     for &i in &keys {
-        assert!(held(put(i, "v3")).await.is_success(), "key {i}: n1 and n4 hold it");
+        assert!(past_503(put(i, "v3")).await.status().is_success(), "key {i}: n1 and n4 hold it");
     }
     // n4 takes the partition over; n2, dead, does not hold its last writes: named stale.
     let moving = super::shardlite(&["cluster", "move", "0", "n4", "--etcd", &etcd.endpoints, "--json"]);
