@@ -45,7 +45,7 @@ use crate::{
 };
 use departure::Departure;
 use held::Held;
-use readers::ReadPool;
+use readers::{Commits, ReadPool};
 use recovery::{recover, PartitionLog, Recovered};
 
 /// A partition as every thread sees it.
@@ -178,11 +178,15 @@ impl Partition {
         let db_path = layout.db(id);
         let mut conn = sql::open_writer(&db_path, config, manifest.index)?;
         let wal_pages = Arc::new(AtomicU32::new(0));
-        let commits = (config.journal == crate::JournalMode::Wal).then(|| Arc::new(AtomicU64::new(0)));
+        let commits = (config.journal == crate::JournalMode::Wal).then(|| Arc::new(Commits::default()));
         if let Some(commits) = &commits {
             sql::watch_wal(&mut conn, Arc::clone(&wal_pages), Arc::clone(commits))?;
         }
         let Recovered { next_id, records, index, applied, lost } = recover(&conn, layout, id, config, manifest, log)?;
+        if let Some(commits) = &commits {
+            // Recovery's commits have all returned, also one that wrote no frame.
+            commits.settle();
+        }
         let partition = std::sync::Arc::new(Self {
             id,
             // With Litestream no read transaction is kept: its checkpoints, which know nothing of
@@ -220,6 +224,14 @@ impl Partition {
     pub fn held_record(&self, key: &[u8]) -> Option<Option<Record>> {
         let held = self.held.get(key)?;
         Some(held.map(|(id, counter, value)| Record { version: self.version(id, counter), value }))
+    }
+
+    /// `COMMIT`s the writer's transaction on `conn` (the partition's writer connection), then
+    /// tells the read pool that the commit has taken place.
+    pub fn commit(&self, conn: &Connection) -> Result<()> {
+        let committed = sql::commit(conn);
+        self.readers.commit_returned();
+        committed
     }
 
     /// Reads a record by key through the partition's index and read pool.

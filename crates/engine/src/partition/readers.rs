@@ -6,10 +6,13 @@
 //! (`cache_size` per connection) for the whole store.
 //!
 //! In WAL mode a connection keeps its read transaction open between two lookups while the
-//! partition's writer has committed nothing since it began ([`Commits`], counted by the
-//! writer's WAL hook after each commit): starting and ending a read transaction was 15% of a
-//! GET's CPU that reads SQLite, measured with `perf`. Whatever a lookup reads then holds every
-//! commit that came before it, as a new transaction would. An open read transaction keeps a
+//! partition's writer has committed nothing since it began ([`Commits`]): starting and ending
+//! a read transaction was 15% of a GET's CPU that reads SQLite, measured with `perf`. Whatever
+//! a lookup reads then holds every commit that came before it, as a new transaction would.
+//! A commit is visible to new read transactions before the writer's `COMMIT` returns, so while
+//! one is under way every lookup reads in a transaction of its own: else a kept transaction
+//! could miss a commit that another lookup, begun after it, had already returned. An open read
+//! transaction keeps a
 //! checkpoint from copying the frames committed after it began, and the WAL from starting over,
 //! so a checkpoint first ends those of the connections not in use and has the others end theirs
 //! at their next lookup ([`ReadPool::end_idle_reads`]). Not with Litestream, whose own
@@ -28,9 +31,35 @@ use rusqlite::Connection;
 use super::sql;
 use crate::{config::TxMode, Config, Result};
 
-/// Commits of a partition's writer so far, counted after each commit has taken place (by
-/// SQLite's WAL hook, [`sql::watch_wal`]).
-pub type Commits = Arc<AtomicU64>;
+/// The commits of a partition's writer: those begun (counted by SQLite's commit hook, before a
+/// commit can be seen) and how many of them had taken place when the last one did (after its
+/// `COMMIT` returned, or in SQLite's WAL hook once its frames are in the WAL: [`sql::watch_wal`]).
+/// One that writes no frame is only known to have ended at the writer's next
+/// [`Commits::settle`] or WAL hook; until then lookups keep no read transaction.
+#[derive(Debug, Default)]
+pub struct Commits {
+    begun: AtomicU64,
+    ended: AtomicU64,
+}
+
+impl Commits {
+    /// A commit begins: from now on until it is settled, lookups keep no read transaction.
+    pub fn begin(&self) {
+        self.begun.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Every commit begun has taken place (or failed): call when the writer's `COMMIT` returns.
+    pub fn settle(&self) {
+        self.ended.store(self.begun.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// The commits that have taken place, if none is under way: `ended` is read first, so that
+    /// the same count in `begun` read after it means that none began in between.
+    fn settled(&self) -> Option<u64> {
+        let ended = self.ended.load(Ordering::SeqCst);
+        (self.begun.load(Ordering::SeqCst) == ended).then_some(ended)
+    }
+}
 
 /// Read-only connections to one partition.
 #[derive(Debug)]
@@ -38,7 +67,7 @@ pub struct ReadPool {
     path: PathBuf,
     config: Config,
     /// The writer's commits, in WAL mode; without them no read transaction is kept open.
-    commits: Option<Commits>,
+    commits: Option<Arc<Commits>>,
     /// Calls of [`ReadPool::end_idle_reads`]: a read transaction that began before the last
     /// one ends at its connection's next lookup.
     ends: AtomicU64,
@@ -92,7 +121,7 @@ impl Reader {
 impl ReadPool {
     /// A pool for the database at `path` whose writer counts its `commits` (WAL mode only);
     /// opens nothing yet.
-    pub fn new(path: PathBuf, config: &Config, commits: Option<Commits>) -> Self {
+    pub fn new(path: PathBuf, config: &Config, commits: Option<Arc<Commits>>) -> Self {
         let (slots, returned) = (Mutex::new(Slots::default()), Condvar::new());
         Self { path, config: config.clone(), commits, ends: AtomicU64::new(0), slots, returned }
     }
@@ -102,8 +131,9 @@ impl ReadPool {
     pub fn lookup<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
         let mut lent = Lent { pool: self, reader: Some(self.take()?) };
         let reader = lent.reader.as_mut().expect("a lent connection");
-        if let Some(now) = self.generation() {
-            reader.read_from(now)?;
+        match self.generation() {
+            Some(now) => reader.read_from(now)?,
+            None => reader.end_read()?,
         }
         let result = f(&reader.conn);
         if result.is_err() {
@@ -131,10 +161,19 @@ impl ReadPool {
 
     /// The writer's commits plus the calls of [`ReadPool::end_idle_reads`], read before a
     /// read transaction takes its snapshot (at its first read), which then holds at least
-    /// these commits; `None` (no read transaction kept) outside WAL mode.
+    /// these commits; `None` (no read transaction kept) outside WAL mode and while a commit is
+    /// under way.
     fn generation(&self) -> Option<u64> {
-        let commits = self.commits.as_ref()?.load(Ordering::Acquire);
+        let commits = self.commits.as_ref()?.settled()?;
         Some(commits.wrapping_add(self.ends.load(Ordering::Acquire)))
+    }
+
+    /// The writer's `COMMIT` has returned: lookups may keep their read transactions again
+    /// (also after a commit that wrote no frame, which SQLite's WAL hook does not see).
+    pub fn commit_returned(&self) {
+        if let Some(commits) = &self.commits {
+            commits.settle();
+        }
     }
 
     /// Ends the read transactions of the connections not in use, and has those in use end
@@ -234,25 +273,90 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, config) = (dir.path().join("p.db"), Config::default());
         let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
-        let commits = Commits::default();
+        let commits = Arc::new(Commits::default());
         sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
         let pool = ReadPool::new(path, &config, Some(commits));
-        let count = || pool.lookup(|c| Ok(c.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?));
-        let insert = |id: i64| {
-            let sql = "INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, 1, x'00')";
-            writer.execute(sql, rusqlite::params![id, id.to_be_bytes()]).unwrap();
-        };
+        let count = || pool.lookup(count);
         for id in 1..=3 {
-            insert(id);
+            insert(&writer, id);
             assert_eq!(count().unwrap(), id, "a lookup sees the commit before it");
             assert_eq!(count().unwrap(), id);
         }
-        assert!(!pool.slots.lock().unwrap().idle[0].conn.is_autocommit(), "the read transaction was kept");
-        insert(4);
+        assert!(kept(&pool), "the read transaction was kept");
+        insert(&writer, 4);
         assert!(!sql::checkpoint_passive(&writer).unwrap(), "the idle connection's read holds frames back");
         pool.end_idle_reads();
         assert!(sql::checkpoint_passive(&writer).unwrap());
         assert_eq!(count().unwrap(), 4);
+    }
+
+    /// A commit can be seen before the writer's WAL hook counts it. A lookup in between, on a
+    /// connection whose read transaction began before the commit, sees it all the same, as a
+    /// new connection does.
+    #[test]
+    fn a_lookup_during_a_commit_sees_what_a_lookup_before_it_saw() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, config) = (dir.path().join("p.db"), Config::default());
+        let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
+        let commits = Arc::new(Commits::default());
+        sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
+        let pool = Arc::new(ReadPool::new(path, &config, Some(Arc::clone(&commits))));
+        insert(&writer, 1);
+        assert_eq!(pool.lookup(count).unwrap(), 1);
+        assert!(kept(&pool));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (in_hook, saw) = (Arc::clone(&pool), Arc::clone(&seen));
+        // Runs where SQLite calls the WAL hook: once the commit can be seen, before it returns.
+        writer
+            .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, _| {
+                let fresh = count(&in_hook.open_own().unwrap()).unwrap();
+                let after = in_hook.lookup(count).unwrap();
+                saw.lock().unwrap().push((fresh, after));
+                commits.settle();
+                Ok(())
+            }))
+            .unwrap();
+        insert(&writer, 2);
+        assert_eq!(*seen.lock().unwrap(), [(2, 2)], "a lookup went back to what was before the commit");
+        assert_eq!(pool.lookup(count).unwrap(), 2);
+        assert!(kept(&pool), "read transactions are kept again once the commit is counted");
+    }
+
+    /// A commit that writes no frame is counted by the writer once its `COMMIT` returns (SQLite's
+    /// WAL hook does not see it): until then lookups keep no read transaction, afterwards they do.
+    #[test]
+    fn a_commit_without_frames_holds_back_kept_reads_until_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, config) = (dir.path().join("p.db"), Config::default());
+        let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
+        let commits = Arc::new(Commits::default());
+        sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
+        let pool = ReadPool::new(path, &config, Some(commits));
+        insert(&writer, 1);
+        assert_eq!(pool.lookup(count).unwrap(), 1);
+        assert!(kept(&pool));
+        sql::begin(&writer, TxMode::Immediate).unwrap();
+        sql::commit(&writer).unwrap();
+        assert_eq!(pool.lookup(count).unwrap(), 1);
+        assert!(!kept(&pool), "a commit counted by SQLite's commit hook alone is still under way");
+        pool.commit_returned();
+        assert_eq!(pool.lookup(count).unwrap(), 1);
+        assert!(kept(&pool));
+    }
+
+    fn count(conn: &Connection) -> Result<i64> {
+        Ok(conn.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?)
+    }
+
+    /// Commits record `id` (a statement of its own).
+    fn insert(writer: &Connection, id: i64) {
+        let sql = "INSERT INTO records(id, key, counter, value) VALUES (?1, ?2, 1, x'00')";
+        writer.execute(sql, rusqlite::params![id, id.to_be_bytes()]).unwrap();
+    }
+
+    /// Whether the pool's idle connection holds a read transaction.
+    fn kept(pool: &ReadPool) -> bool {
+        !pool.slots.lock().unwrap().idle[0].conn.is_autocommit()
     }
 
     /// Outside WAL mode (no commit count), every statement reads in a transaction of its own.
@@ -262,8 +366,8 @@ mod tests {
         let (path, config) = (dir.path().join("p.db"), Config::default());
         let writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
         let pool = ReadPool::new(path, &config, None);
-        pool.lookup(|c| Ok(c.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?)).unwrap();
-        assert!(pool.slots.lock().unwrap().idle[0].conn.is_autocommit());
+        pool.lookup(count).unwrap();
+        assert!(!kept(&pool));
         drop(writer);
     }
 

@@ -14,7 +14,7 @@
 
 use std::{
     sync::{
-        atomic::{AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicU32, Ordering},
         Arc,
     },
     time::Duration,
@@ -22,6 +22,7 @@ use std::{
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
+use super::readers::Commits;
 use crate::{
     config::{IndexMode, JournalMode, Synchronous, TxMode},
     Config, Result,
@@ -471,13 +472,18 @@ pub fn quick_check(conn: &Connection) -> Result<String> {
 
 /// Replaces SQLite's automatic checkpoint (which runs inside COMMIT, delaying every waiter of
 /// that commit) with a hook that only records, after each commit has taken place, the WAL's
-/// size in pages and one more commit; the checkpointer thread checkpoints once it passes the
-/// threshold ([`checkpoint_passive`]), and lookups know whether their read transaction is
-/// still current ([`super::readers`]).
-pub fn watch_wal(conn: &mut Connection, pages: Arc<AtomicU32>, commits: Arc<AtomicU64>) -> Result<()> {
+/// size in pages; the checkpointer thread checkpoints once it passes the threshold
+/// ([`checkpoint_passive`]). Also counts the writer's `commits`, begun and taken place, so that
+/// lookups know whether their read transaction is still current ([`super::readers`]).
+pub fn watch_wal(conn: &mut Connection, pages: Arc<AtomicU32>, commits: Arc<Commits>) -> Result<()> {
+    let begun = Arc::clone(&commits);
+    conn.commit_hook(Some(move || {
+        begun.begin();
+        false
+    }))?;
     conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, n: std::os::raw::c_int| {
         pages.store(n.max(0) as u32, Ordering::Relaxed);
-        commits.fetch_add(1, Ordering::Release);
+        commits.settle();
         Ok(())
     }))?;
     Ok(())

@@ -117,7 +117,7 @@ impl PartitionWriter {
             }
             return Err(err);
         }
-        let committed = sql::commit(&self.conn);
+        let committed = self.partition.commit(&self.conn);
         if let Some(cache) = cache {
             cache.commit_ended(self.partition.id);
         }
@@ -196,7 +196,7 @@ impl PartitionWriter {
 
     fn in_transaction(&self, run: impl FnOnce(&rusqlite::Connection) -> Result<()>) -> Result<()> {
         sql::begin(&self.conn, TxMode::Immediate)?;
-        match run(&self.conn).and_then(|()| sql::commit(&self.conn)) {
+        match run(&self.conn).and_then(|()| self.partition.commit(&self.conn)) {
             Ok(()) => Ok(()),
             Err(err) => {
                 sql::rollback(&self.conn);

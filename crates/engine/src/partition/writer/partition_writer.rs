@@ -401,7 +401,7 @@ impl PartitionWriter {
     /// group committing may have written a held key again, and a read that found the key's
     /// held value after the `COMMIT` must not cache it.
     fn commit(&mut self, cache: Option<&RecordCache>) -> Result<()> {
-        let committed = sql::commit(&self.conn);
+        let committed = self.partition.commit(&self.conn);
         if committed.is_ok() && self.holding.take().is_some() {
             self.partition.held.clear();
         }

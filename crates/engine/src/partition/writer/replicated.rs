@@ -68,7 +68,7 @@ impl PartitionWriter {
         if let Some(cache) = cache {
             cache.commit_begins(self.partition.id, touched.keys.iter());
         }
-        let committed = sql::commit(&self.conn);
+        let committed = self.partition.commit(&self.conn);
         if let Some(cache) = cache {
             cache.commit_ended(self.partition.id);
         }
