@@ -7,7 +7,9 @@
 # `shardlite bench --url` of the plain cluster's n1, then of the copied one's (each request
 # straight to its key's owner by `GET /cluster`), inserts of new keys on CONNS connections for
 # DURATION s; printed per run: inserts/s, p50, p99, errors, the three nodes' CPU per insert
-# (/proc/PID/stat around the run, warm-up included), and the copied over the plain figures.
+# (/proc/PID/stat around the run, warm-up included) and its part on each kind of thread (the
+# HTTP runtime's, its blocking threads included; the partitions' writers, which also apply the
+# copies' transactions; the commit log's flusher; the rest), and the copied over the plain figures.
 # Then, with POSTGRES=1, each round also runs `shardlite bench matrix --spawn-postgres
 # --pg-standby`: PostgreSQL with one synchronous standby on this machine (every commit flushed
 # on both) behind the same HTTP server, the same inserts (pool PG_POOL), beside one shardlite
@@ -63,9 +65,16 @@ for key in "${!at[@]}"; do
   for _ in $(seq 600); do curl -sf "http://127.0.0.1:${at[$key]}/readyz" >/dev/null && break; sleep 0.1; done
 done
 
-cpu_ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+# CPU ticks of the processes PIDS: in all, then those of their HTTP, writer and flusher threads.
+cpu_ticks() {
+  local p all=0
+  for p in "$@"; do all=$((all + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  for p in "$@"; do cat /proc/"$p"/task/*/stat 2>/dev/null; done |
+    awk -v all="$all" '{t[$2] += $14 + $15} END {print all, t["(shardlite-http)"] + 0, t["(shardlite-write)"] + 0, t["(shardlite-flush)"] + 0}'
+}
 
-measure() {  # prefix -> "rate p50 p99 errors cpu_us_per_insert"
+# One run against cluster PREFIX; prints "rate p50 p99 errors cpu_us_per_insert by_thread".
+measure() {
   local before after
   # shellcheck disable=SC2086
   before=$(cpu_ticks ${pid[$1]})
@@ -73,21 +82,25 @@ measure() {  # prefix -> "rate p50 p99 errors cpu_us_per_insert"
     --duration "$secs" --warmup "$warmup" --json >"$dir/run.json" 2>"$dir/bench.log"
   # shellcheck disable=SC2086
   after=$(cpu_ticks ${pid[$1]})
-  python3 - "$dir/run.json" "$((after - before))" "$(getconf CLK_TCK)" "$secs" "$warmup" <<'PY'
+  python3 - "$dir/run.json" "$before" "$after" "$(getconf CLK_TCK)" "$secs" "$warmup" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
-ticks, hz, secs, warmup = (float(a) for a in sys.argv[2:])
+before, after = ([int(t) for t in a.split()] for a in sys.argv[2:4])
+hz, secs, warmup = (float(a) for a in sys.argv[4:])
 qps = run["queries_per_sec"]
-print(round(qps), run["latency_ms"]["p50"], run["latency_ms"]["p99"], run["error_total"],
-      round(ticks / hz * 1e6 / (qps * (secs + warmup)), 1))
+us = [(b - a) / hz * 1e6 / (qps * (secs + warmup)) for a, b in zip(before, after)]
+total, http, write, flush = us
+parts = f"HTTP {http:.1f}/writers {write:.1f}/flusher {flush:.1f}/other {total - http - write - flush:.1f}"
+print(round(qps), run["latency_ms"]["p50"], run["latency_ms"]["p99"], run["error_total"], round(total, 1),
+      parts.replace(" ", "_"))
 PY
 }
 echo "partitions $parts, $conns connections, ${secs}s per run, copied: $copies copies, acks $acks${delay:+, every hop to a node ${delay} ms slower each way}"
 for round in $(seq "$rounds"); do
-  read -r plain p50 p99 errors cpu <<<"$(measure plain)"
-  echo "round $round plain:  $plain inserts/s, p50 $p50 ms, p99 $p99 ms, $errors errors, $cpu us of the nodes' CPU each"
-  read -r copied c50 c99 cerrors ccpu <<<"$(measure copied)"
-  echo "round $round copied: $copied inserts/s, p50 $c50 ms, p99 $c99 ms, $cerrors errors, $ccpu us of the nodes' CPU each;" \
+  read -r plain p50 p99 errors cpu threads <<<"$(measure plain)"
+  echo "round $round plain:  $plain inserts/s, p50 $p50 ms, p99 $p99 ms, $errors errors, $cpu us of the nodes' CPU each (${threads//_/ } us)"
+  read -r copied c50 c99 cerrors ccpu cthreads <<<"$(measure copied)"
+  echo "round $round copied: $copied inserts/s, p50 $c50 ms, p99 $c99 ms, $cerrors errors, $ccpu us of the nodes' CPU each (${cthreads//_/ } us);" \
     "copied/plain: rate $(python3 -c "print(round($copied / $plain, 2))"), CPU $(python3 -c "print(round($ccpu / $cpu, 2))")"
   [ "$postgres" = 1 ] || continue
   "$bin" bench matrix --configs immediate --workloads insert --records 0 --partitions "$parts" \
