@@ -271,11 +271,7 @@ mod tests {
     #[test]
     fn a_kept_read_transaction_sees_every_commit_and_gives_way_to_checkpoints() {
         let dir = tempfile::tempdir().unwrap();
-        let (path, config) = (dir.path().join("p.db"), Config::default());
-        let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
-        let commits = Arc::new(Commits::default());
-        sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
-        let pool = ReadPool::new(path, &config, Some(commits));
+        let (writer, _, pool) = counted(dir.path());
         let count = || pool.lookup(count);
         for id in 1..=3 {
             insert(&writer, id);
@@ -296,11 +292,8 @@ mod tests {
     #[test]
     fn a_lookup_during_a_commit_sees_what_a_lookup_before_it_saw() {
         let dir = tempfile::tempdir().unwrap();
-        let (path, config) = (dir.path().join("p.db"), Config::default());
-        let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
-        let commits = Arc::new(Commits::default());
-        sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
-        let pool = Arc::new(ReadPool::new(path, &config, Some(Arc::clone(&commits))));
+        let (mut writer, commits, pool) = counted(dir.path());
+        let pool = Arc::new(pool);
         insert(&writer, 1);
         assert_eq!(pool.lookup(count).unwrap(), 1);
         assert!(kept(&pool));
@@ -327,11 +320,7 @@ mod tests {
     #[test]
     fn a_commit_without_frames_holds_back_kept_reads_until_it_returns() {
         let dir = tempfile::tempdir().unwrap();
-        let (path, config) = (dir.path().join("p.db"), Config::default());
-        let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
-        let commits = Arc::new(Commits::default());
-        sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
-        let pool = ReadPool::new(path, &config, Some(commits));
+        let (writer, _, pool) = counted(dir.path());
         insert(&writer, 1);
         assert_eq!(pool.lookup(count).unwrap(), 1);
         assert!(kept(&pool));
@@ -342,6 +331,17 @@ mod tests {
         pool.commit_returned();
         assert_eq!(pool.lookup(count).unwrap(), 1);
         assert!(kept(&pool));
+    }
+
+    /// A partition's writer in `dir` whose commits are counted, and a pool of readers that
+    /// keeps its read transactions by that count.
+    fn counted(dir: &std::path::Path) -> (Connection, Arc<Commits>, ReadPool) {
+        let (path, config) = (dir.join("p.db"), Config::default());
+        let mut writer = sql::open_writer(&path, &config, crate::IndexMode::Hash).unwrap();
+        let commits = Arc::new(Commits::default());
+        sql::watch_wal(&mut writer, Arc::default(), Arc::clone(&commits)).unwrap();
+        let pool = ReadPool::new(path, &config, Some(Arc::clone(&commits)));
+        (writer, commits, pool)
     }
 
     fn count(conn: &Connection) -> Result<i64> {
