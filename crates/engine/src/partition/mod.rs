@@ -4,7 +4,8 @@
 //! thread; the read-write connection itself lives only on the writer thread
 //! ([`writer::PartitionWriter`]). Opening a partition is also its recovery ([`recovery`]).
 //!
-//! - [`sql`]: every SQL statement and PRAGMA; [`readers`]: the pool of read connections
+//! - [`sql`]: every SQL statement and PRAGMA; [`readers`]: the pool of read connections, which
+//!   keep read transactions while the writer's [`commits`] allow
 //! - [`writer`]: writer threads and group commit
 //! - [`wal`], [`recovery`], [`replay`]: at open, the WAL checked, the commit log replayed, the index caught up
 //! - [`check`], [`compact`], [`snapshot`]: work run on the writer thread between two rounds
@@ -12,6 +13,7 @@
 //! - [`held`]: writes answered whose transaction has not committed yet
 
 pub mod check;
+pub mod commits;
 pub mod compact;
 pub mod departure;
 pub mod fresh;
@@ -43,9 +45,10 @@ use crate::{
     ops::{Record, Version},
     Config, Error, Manifest, Result,
 };
+use commits::Commits;
 use departure::Departure;
 use held::Held;
-use readers::{Commits, ReadPool};
+use readers::ReadPool;
 use recovery::{recover, PartitionLog, Recovered};
 
 /// A partition as every thread sees it.

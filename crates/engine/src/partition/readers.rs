@@ -11,12 +11,13 @@
 //! a lookup reads then holds every commit that came before it, as a new transaction would.
 //! A commit is visible to new read transactions before the writer's `COMMIT` returns, so while
 //! one is under way every lookup reads in a transaction of its own: else a kept transaction
-//! could miss a commit that another lookup, begun after it, had already returned. An open read
-//! transaction keeps a
-//! checkpoint from copying the frames committed after it began, and the WAL from starting over,
-//! so a checkpoint first ends those of the connections not in use and has the others end theirs
-//! at their next lookup ([`ReadPool::end_idle_reads`]). Not with Litestream, whose own
-//! checkpoints know nothing of this and would wait for such transactions; nor outside WAL mode.
+//! could miss a commit that another lookup, begun after it, had already returned.
+//!
+//! An open read transaction keeps a checkpoint from copying the frames committed after it
+//! began, and the WAL from starting over, so a checkpoint first ends those of the connections
+//! not in use and has the others end theirs at their next lookup ([`ReadPool::end_idle_reads`]).
+//! Not with Litestream, whose own checkpoints know nothing of this and would wait for such
+//! transactions; nor outside WAL mode.
 
 use std::{
     path::PathBuf,
@@ -28,38 +29,8 @@ use std::{
 
 use rusqlite::Connection;
 
-use super::sql;
+use super::{commits::Commits, sql};
 use crate::{config::TxMode, Config, Result};
-
-/// The commits of a partition's writer: those begun (counted by SQLite's commit hook, before a
-/// commit can be seen) and how many of them had taken place when the last one did (after its
-/// `COMMIT` returned, or in SQLite's WAL hook once its frames are in the WAL: [`sql::watch_wal`]).
-/// One that writes no frame is only known to have ended at the writer's next
-/// [`Commits::settle`] or WAL hook; until then lookups keep no read transaction.
-#[derive(Debug, Default)]
-pub struct Commits {
-    begun: AtomicU64,
-    ended: AtomicU64,
-}
-
-impl Commits {
-    /// A commit begins: from now on until it is settled, lookups keep no read transaction.
-    pub fn begin(&self) {
-        self.begun.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Every commit begun has taken place (or failed): call when the writer's `COMMIT` returns.
-    pub fn settle(&self) {
-        self.ended.store(self.begun.load(Ordering::SeqCst), Ordering::SeqCst);
-    }
-
-    /// The commits that have taken place, if none is under way: `ended` is read first, so that
-    /// the same count in `begun` read after it means that none began in between.
-    fn settled(&self) -> Option<u64> {
-        let ended = self.ended.load(Ordering::SeqCst);
-        (self.begun.load(Ordering::SeqCst) == ended).then_some(ended)
-    }
-}
 
 /// Read-only connections to one partition.
 #[derive(Debug)]

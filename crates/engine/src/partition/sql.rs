@@ -22,7 +22,7 @@ use std::{
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
-use super::readers::Commits;
+use super::commits::Commits;
 use crate::{
     config::{IndexMode, JournalMode, Synchronous, TxMode},
     Config, Result,
