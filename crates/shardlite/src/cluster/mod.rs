@@ -9,6 +9,7 @@
 mod auto_failover;
 mod balance;
 mod copies;
+mod dead_node;
 pub mod etcd;
 mod failover;
 mod moving;

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use anyhow::Context;
 use shardlite_server::cluster::View;
 
-use super::failover::{ask, dead_owners_partitions};
+use super::dead_node::{ask, dead_owners_partitions};
 
 /// What a seal answers: where the copy's node stands in the dead node's log, and its copies
 /// waiting for a snapshot (they lack what came before it).

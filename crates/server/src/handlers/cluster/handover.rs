@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use hyper::StatusCode;
 use serde::Serialize;
 
-use super::moving::{conflict, internal, json, post_step};
+use super::common::{conflict, internal, json, post_step};
 use crate::{
     cluster::{Cluster, MapWriter, Owner},
     http::{error::ApiError, response::Response, state::State},

@@ -9,8 +9,10 @@
 //! - `handover`: `/admin/move` of a partition with copies: one of them made its owner.
 //! - `takeover`: `/admin/takeover`, this node's step of a failover.
 //! - `replicate`: `/admin/replicate`, an owner's writes taken in for the copies kept here.
+//! - `common`: what these admin routes share (parameters, answers, errors, calls to other nodes).
 
 pub(crate) mod batch;
+mod common;
 mod handover;
 pub(crate) mod map;
 pub(crate) mod moving;

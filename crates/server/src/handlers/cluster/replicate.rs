@@ -39,7 +39,10 @@ use shardlite_engine::{
     replication::{Frame, Receipt},
 };
 
-use super::moving::{bad_query, call, internal, json, node_of_cluster, param, partition_of, relay};
+use super::{
+    common::{bad_query, call, internal, json, node_of_cluster, param, partition_of},
+    moving::relay,
+};
 use crate::{
     cluster::{Cluster, Owner},
     http::{

@@ -22,7 +22,7 @@ use hyper::{body::Incoming, Request, StatusCode};
 use serde::Serialize;
 use shardlite_engine::MovePart;
 
-use super::moving::{bad_query, internal, json, node_of_cluster, param, partition_of};
+use super::common::{bad_query, internal, json, node_of_cluster, param, partition_of};
 use crate::{
     cluster::Cluster,
     http::{error::ApiError, response::Response, state::State},
