@@ -13,15 +13,23 @@
 //! ```
 //!
 //! A node that keeps no up-to-date copy of any partition cannot be handed one: a first run moves
-//! copies to it, and a second, once `cluster status` names none stale, gives it partitions.
+//! copies to it, and a second, once `cluster status` names none stale, gives it partitions. With
+//! `--wait` one run does both: after each pass that moved copies it waits until the map names
+//! none stale, then plans again, until nothing is left to do.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 use serde::Serialize;
 use shardlite_server::cluster::ClusterMap;
 
 use super::{etcd::Etcd, moving, runtime, Asking};
+
+/// How often `--wait` reads the map while copies are brought up to date.
+const LOOK_EVERY: Duration = Duration::from_millis(500);
 
 /// `shardlite cluster balance`.
 #[derive(Debug, clap::Args)]
@@ -33,6 +41,10 @@ pub struct BalanceArgs {
     /// `cluster remove-node`).
     #[arg(long, value_name = "NODE")]
     drain: Option<String>,
+    /// After moving copies, wait until they are up to date and balance again, until nothing is
+    /// left to do: at most SECS in all (600 if not given).
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "600")]
+    wait: Option<u64>,
     #[command(flatten)]
     asking: Asking,
 }
@@ -47,11 +59,32 @@ enum Step {
     Copy { partition: u32, from: String, to: String },
 }
 
-/// Runs `cluster balance`.
+/// Runs `cluster balance`: one pass, or with `--wait` passes until nothing is left to do.
 pub fn run(args: &BalanceArgs) -> anyhow::Result<()> {
-    let asking = &args.asking;
     let runtime = runtime()?;
-    let mut etcd = runtime.block_on(Etcd::connect(&asking.etcd))?;
+    let mut etcd = runtime.block_on(Etcd::connect(&args.asking.etcd))?;
+    let deadline = args.wait.map(|secs| Instant::now() + Duration::from_secs(secs));
+    let mut taken = Vec::new();
+    loop {
+        let steps = pass(args, &runtime, &mut etcd)?;
+        let moved_copies = steps.iter().any(|s| matches!(s, Step::Copy { .. }));
+        taken.extend(steps);
+        match deadline {
+            Some(deadline) if moved_copies && !args.dry_run => {
+                runtime.block_on(until_up_to_date(&mut etcd, deadline, args.asking.json))?;
+            }
+            _ => break,
+        }
+    }
+    if args.asking.json && !args.dry_run {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "steps": taken, "planned": false }))?);
+    }
+    Ok(())
+}
+
+/// Plans the steps on the map as it is and takes them (prints them with `--dry-run`): the steps.
+fn pass(args: &BalanceArgs, runtime: &tokio::runtime::Runtime, etcd: &mut Etcd) -> anyhow::Result<Vec<Step>> {
+    let asking = &args.asking;
     let view = runtime.block_on(etcd.existing_view())?;
     let dead: Vec<&String> = view.addresses.keys().filter(|n| !view.alive.contains(*n)).collect();
     anyhow::ensure!(
@@ -80,8 +113,15 @@ pub fn run(args: &BalanceArgs) -> anyhow::Result<()> {
             anyhow::bail!("{uneven}, and no step can even it out: {}", stuck_why(&view.map));
         }
     }
-    if args.dry_run || steps.is_empty() {
-        return report(&steps, asking.json, args.dry_run);
+    if args.dry_run {
+        report(&steps, asking.json)?;
+        return Ok(steps);
+    }
+    if steps.is_empty() {
+        if !asking.json {
+            println!("the partitions and their copies are spread evenly: nothing to do");
+        }
+        return Ok(steps);
     }
     for step in &steps {
         if let Step::Owner { partition, from, to } = step {
@@ -101,25 +141,47 @@ pub fn run(args: &BalanceArgs) -> anyhow::Result<()> {
     if !copies.is_empty() {
         let after = runtime.block_on(etcd.move_copies(&copies)).context("moving the copies")?;
         if !asking.json {
+            let then = match args.wait {
+                Some(_) => "waiting for that, then balancing again",
+                None => {
+                    "run `cluster balance` again then (or with `--wait`), to give the nodes that took them partitions"
+                }
+            };
             println!(
                 "{} copies moved (map version {}); they are brought up to date from snapshots, and `shardlite \
-                 cluster status` names them stale until then: run `cluster balance` again then, to give the \
-                 nodes that took them partitions",
+                 cluster status` names them stale until then: {then}",
                 copies.len(),
                 after.map.version
             );
         }
     }
-    if asking.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "steps": steps }))?);
-    }
-    Ok(())
+    Ok(steps)
 }
 
-/// Prints `steps` (not taken: `planned`).
-fn report(steps: &[Step], json: bool, planned: bool) -> anyhow::Result<()> {
+/// Waits until the map names no copy stale (their owners brought them up to date), or fails at
+/// `deadline`.
+async fn until_up_to_date(etcd: &mut Etcd, deadline: Instant, quiet: bool) -> anyhow::Result<()> {
+    loop {
+        let stale: usize = etcd.existing_view().await?.map.stale.iter().map(Vec::len).sum();
+        if stale == 0 {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{stale} copies are still not up to date after the time `--wait` gave them: `shardlite cluster status` \
+             names them; run `cluster balance` again once it names none"
+        );
+        if !quiet {
+            println!("{stale} copies not up to date yet");
+        }
+        tokio::time::sleep(LOOK_EVERY).await;
+    }
+}
+
+/// Prints the steps planned, not taken (`--dry-run`).
+fn report(steps: &[Step], json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "steps": steps, "planned": planned }))?);
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "steps": steps, "planned": true }))?);
         return Ok(());
     }
     if steps.is_empty() {

@@ -1,9 +1,9 @@
 //! A node added later takes its share (docs/cluster.md, "Balancing"): `cluster add-node` names
 //! it, it starts owning nothing, a first `cluster balance` moves copies to it, a second (once
-//! they are up to date) hands it partitions. Then a node is drained (`balance --drain`) and
-//! removed (`cluster remove-node`). The first copies are brought up to date while no node took
-//! a write yet; then writes go on throughout, nothing acknowledged is lost, and every
-//! partition's copies end its owner's.
+//! they are up to date) hands it partitions. Then a node is drained (`balance --drain --wait`:
+//! it returns once the copies it moved are up to date) and removed (`cluster remove-node`). The
+//! first copies are brought up to date while no node took a write yet; then writes go on
+//! throughout, nothing acknowledged is lost, and every partition's copies end its owner's.
 
 use std::time::Duration;
 
@@ -76,12 +76,12 @@ async fn a_node_added_later_takes_its_share_and_a_drained_one_is_removed() {
     let removing = ["cluster", "remove-node", "n1", "--etcd", &etcd.endpoints];
     let refused = super::shardlite(&removing);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("owns partitions or keeps copies"));
-    let drained = balance(&etcd, &["--drain", "n1"]).await;
+    let drained = balance(&etcd, &["--drain", "n1", "--wait", "120"]).await;
     let handed = steps(&drained, "owner");
     assert!(handed.len() == 2 && handed.iter().all(|(_, to)| to != "n1"), "{drained}");
-    until_none_stale(&nodes.server("n2").url).await;
     let (map, _) = etcd.map().await;
     assert!(!map.holds_any("n1"), "{map:?}");
+    assert!(map.stale.iter().all(Vec::is_empty), "`--wait` returned before the copies moved were up to date: {map:?}");
     assert!(String::from_utf8_lossy(&super::shardlite(&removing).stderr).contains("is running"));
     assert!(nodes.servers.remove("n1").unwrap().stop().success(), "n1 stops cleanly");
     let removed = super::shardlite(&removing);
