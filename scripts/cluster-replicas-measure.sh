@@ -20,7 +20,8 @@
 # hop to a node (from another node, or from the bench) takes 2N ms more than on loopback.
 #
 # usage: scripts/cluster-replicas-measure.sh   env: PARTITIONS (256), ROUNDS (2), CONNS (100),
-#   DURATION (5), WARMUP (1), COPIES (3), ACKS (2), POSTGRES (0), PG_POOL (16), DELAY_MS (none)
+#   DURATION (5), WARMUP (1), COPIES (3), ACKS (2), POSTGRES (0), PG_POOL (16), DELAY_MS (none),
+#   SERVE_ARGS (more `shardlite serve` flags for every node, e.g. "--worker-threads 1")
 # Needs: etcd (ETCD), curl, python3, a release build (BIN); PostgreSQL's binaries for POSTGRES=1.
 # Only 127.0.0.1; every process stops with the script, and its files go with it.
 set -euo pipefail
@@ -30,6 +31,7 @@ etcd=${ETCD:-etcd}
 parts=${PARTITIONS:-256} rounds=${ROUNDS:-2} conns=${CONNS:-100} secs=${DURATION:-5} warmup=${WARMUP:-1}
 postgres=${POSTGRES:-0} pg_pool=${PG_POOL:-16} copies=${COPIES:-3} acks=${ACKS:-2} delay=${DELAY_MS:-}
 proxy_bin=${PROXY:-$here/../target/release/delay-proxy}
+serve_args=${SERVE_ARGS:-}
 # shellcheck source=cluster-etcd.sh
 source "$here/cluster-etcd.sh"
 
@@ -51,8 +53,9 @@ for prefix in plain copied; do
   "$bin" cluster init --etcd "$endpoint" --etcd-prefix "/$prefix/" --partitions "$parts" "${replicas[@]}" \
     --nodes "$(IFS=,; echo "${members[*]}")" >/dev/null
   for n in n1 n2 n3; do
+    # shellcheck disable=SC2086 # SERVE_ARGS: several words
     RUST_LOG=warn "$bin" serve --data "$dir/$prefix-$n" --listen "127.0.0.1:${listen[$prefix-$n]}" --cluster \
-      --etcd "$endpoint" --etcd-prefix "/$prefix/" --node-id "$n" >"$dir/$prefix-$n.log" 2>&1 &
+      --etcd "$endpoint" --etcd-prefix "/$prefix/" --node-id "$n" ${serve_args} >"$dir/$prefix-$n.log" 2>&1 &
     pids+=($!)
     pid[$prefix]="${pid[$prefix]:-} $!"
   done
