@@ -101,6 +101,9 @@ pub struct CopyReport {
     pub held: u64,
     /// Log positions shipped and not yet held.
     pub behind_by: u64,
+    /// How far the copy was told this node's log is committed (it applies what it holds before
+    /// that, and cancels what was refused).
+    pub told: u64,
     /// Milliseconds the oldest frame it does not hold yet has waited (0: none waits).
     pub waiting_ms: u64,
     /// Frames it answered as held.
@@ -264,6 +267,7 @@ impl Inner {
             state: link.state,
             held: link.held,
             behind_by: self.shipped.saturating_sub(link.held),
+            told: link.told,
             waiting_ms: link.waiting_since.map_or(0, |t| t.elapsed().as_millis() as u64),
             frames_held: link.frames_held,
             sends_failed: link.sends_failed,

@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use super::{
     etcd,
-    replicas::{assert_acknowledged, partitions_of, three_copies, write_until, Acked, QUICK},
+    failover::past_503,
+    replicas::{assert_acknowledged, partitions_of, three_copies, until_told, write_until, Acked, QUICK},
 };
 use crate::common::client;
 
@@ -72,11 +73,13 @@ async fn an_owner_hands_its_partition_to_a_copy_under_writes_and_nothing_acknowl
     // The new owner's writes are held by its copies: n1's included, in n2's old place.
     assert!(nodes.servers.remove("n3").unwrap().stop().success(), "n3 stops cleanly");
     for (i, k) in acked.keys().filter(|k| nodes.partition(k) == 0).enumerate() {
-        let put = http.put(nodes.server("n1").kv(k)).body(format!("after-{i}")).send().await.unwrap();
+        let put = past_503(http.put(nodes.server("n1").kv(k)).body(format!("after-{i}"))).await;
         assert!(put.status().is_success(), "{}: n2 and n1 hold it", String::from_utf8_lossy(k));
     }
     let again = super::shardlite(&["cluster", "move", "0", "n2", "--etcd", &etcd.endpoints]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("is on node `n2` already"));
+    // n1 stops first: it is told first how far n2's log is committed (its copy applies that).
+    until_told(&nodes.server("n2").url, "n1").await;
     for id in ["n1", "n2"] {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
     }

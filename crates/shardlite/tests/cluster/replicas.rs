@@ -123,6 +123,8 @@ async fn every_write_is_on_two_copies_before_its_answer_and_the_copies_end_ident
     }
 
     // Stopped in order, the survivors' copies are compared: identical records, ids and counters.
+    // n1 stops first, so it is told first how far n2's log is committed (its copies apply that).
+    until_told(&nodes.server("n2").url, "n1").await;
     for id in ["n1", "n2"] {
         assert!(nodes.servers.remove(id).unwrap().stop().success(), "{id} stops cleanly");
     }
@@ -438,6 +440,17 @@ async fn until_holds_all(url: &str, node: &str) -> Value {
     })
     .await;
     link_to(url, node).await.unwrap()
+}
+
+/// Waits until `node` holds everything the owner at `url` shipped and was told how far its log
+/// is committed: a copy that stops then has applied every write the owner acknowledged.
+pub(super) async fn until_told(url: &str, node: &str) {
+    super::failover::until(&format!("{node} is told how far the owner's log is committed"), || async {
+        let report = super::get_json(&format!("{url}/stats")).await["replication"].take();
+        let link = report["copies"].as_array().and_then(|c| c.iter().find(|c| c["node"] == node).cloned());
+        link.is_some_and(|c| c["behind_by"] == 0 && c["told"].as_u64() >= report["committed"].as_u64())
+    })
+    .await;
 }
 
 /// Waits until the map the node at `url` follows names no copy stale: every copy is up to date.
