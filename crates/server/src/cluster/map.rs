@@ -231,6 +231,11 @@ impl ClusterMap {
         }
     }
 
+    /// How many copies lag, over every partition.
+    pub fn stale_copies(&self) -> usize {
+        self.stale.iter().map(Vec::len).sum()
+    }
+
     /// Whether `node`'s copy of `partition` lags.
     pub fn is_stale(&self, partition: u32, node: &str) -> bool {
         self.stale.get(partition as usize).is_some_and(|s| s.iter().any(|n| n == node))

@@ -162,7 +162,7 @@ fn pass(args: &BalanceArgs, runtime: &tokio::runtime::Runtime, etcd: &mut Etcd) 
 /// `deadline`.
 async fn until_up_to_date(etcd: &mut Etcd, deadline: Instant, quiet: bool) -> anyhow::Result<()> {
     loop {
-        let stale: usize = etcd.existing_view().await?.map.stale.iter().map(Vec::len).sum();
+        let stale = etcd.existing_view().await?.map.stale_copies();
         if stale == 0 {
             return Ok(());
         }
@@ -213,7 +213,7 @@ fn uneven(map: &ClusterMap, nodes: &[String]) -> Option<String> {
 
 /// Why no step can be taken on `map`, which has copies (without, a partition can always move).
 fn stuck_why(map: &ClusterMap) -> String {
-    let stale: usize = map.stale.iter().map(Vec::len).sum();
+    let stale = map.stale_copies();
     if stale > 0 {
         return format!(
             "{stale} copies are not up to date yet (a partition goes only to a node keeping an up-to-date copy of \

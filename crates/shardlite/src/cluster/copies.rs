@@ -28,7 +28,7 @@ pub fn run(args: &CopiesArgs) -> anyhow::Result<()> {
         etcd.set_copies(args.copies, args.acks).await
     })?;
     let map = &view.map;
-    let stale: usize = map.stale.iter().map(Vec::len).sum();
+    let stale = map.stale_copies();
     println!("cluster map version {}: copies {}, acks {}", map.version, map.copies(), map.acks);
     if stale > 0 {
         println!(
